@@ -1,0 +1,3 @@
+from croft.app.cli import main
+
+main()

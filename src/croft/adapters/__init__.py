@@ -1,0 +1,1 @@
+"""Adapters: the only code that touches files, the kernel, NVML and the network."""

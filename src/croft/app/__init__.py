@@ -1,0 +1,1 @@
+"""The shell: commands that build adapters, call the core and render results."""

@@ -1,0 +1,1 @@
+"""The pure core: value types and decisions. No I/O, no clock, no adapters."""

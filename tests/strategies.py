@@ -1,0 +1,65 @@
+"""Hypothesis strategies for the dataset's value types, shared by every test module."""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+from croft.domain.row import WORKLOADS, CgroupUsage, Process, Row, SyscallRate, Usage
+
+rates = st.floats(min_value=0, max_value=1e12, allow_nan=False, allow_infinity=False)
+fractions = st.floats(min_value=0, max_value=1, allow_nan=False)
+percent = st.floats(min_value=0, max_value=100, allow_nan=False)
+counts = st.integers(min_value=0, max_value=2**63 - 1)
+text = st.text(max_size=40)
+hex_ids = st.text(alphabet="0123456789abcdef", min_size=12, max_size=64)
+
+processes = st.builds(
+    Process,
+    comm=text,
+    exe=text,
+    cgroup=text,
+    container_id=st.none() | hex_ids,
+    cwd=text,
+    framework=st.none() | st.sampled_from(["pytorch", "jax", "vllm", "ollama"]),
+)
+usages = st.builds(
+    Usage,
+    cpu_cores=rates,
+    rss_bytes=counts,
+    threads=st.integers(min_value=1, max_value=100_000),
+    ctx_voluntary_s=rates,
+    ctx_involuntary_s=rates,
+    read_bytes_s=rates,
+    write_bytes_s=rates,
+    network_rx_bytes_s=rates,
+    network_tx_bytes_s=rates,
+    runqueue_s=rates,
+)
+cgroup_usages = st.builds(
+    CgroupUsage,
+    cpu_cores=rates,
+    cpu_throttled_fraction=fractions,
+    memory_bytes=counts,
+    oom_kills=counts,
+    cpu_pressure_avg10=percent,
+    memory_pressure_avg10=percent,
+    io_pressure_avg10=percent,
+)
+syscall_rates = st.builds(SyscallRate, name=st.text(min_size=1, max_size=24), rate_per_sec=rates)
+
+
+@st.composite
+def rows(draw: st.DrawFn) -> Row:
+    gpu = draw(st.booleans())
+    return Row(
+        unix_ms=draw(st.integers(min_value=0, max_value=2**53)),
+        tgid=draw(st.integers(min_value=1, max_value=2**22)),
+        process=draw(processes),
+        workload=draw(st.sampled_from(WORKLOADS)) if gpu else "no-gpu",
+        usage=draw(usages),
+        cgroup_usage=draw(cgroup_usages),
+        syscalls=tuple(draw(st.lists(syscall_rates, max_size=6))),
+        ioctl_count=draw(counts) if gpu else None,
+        since_last_gpu_ioctl_ms=draw(counts) if gpu else None,
+        label=draw(st.none() | text),
+    )

@@ -1,0 +1,87 @@
+"""The `croft` command: seven commands, options as in commands.md, and an instant --help."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+COMMANDS = ["run", "top", "stats", "profile", "deploy", "collect", "scale"]
+
+
+def croft(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "croft", *args], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def test_help_lists_the_seven_commands() -> None:
+    out = croft("--help")
+    assert out.returncode == 0
+    for name in COMMANDS:
+        assert name in out.stdout
+
+
+def test_help_imports_no_heavy_module() -> None:
+    code = (
+        "import sys; from croft.app.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "heavy = [m for m in ('bcc', 'pynvml', 'kubernetes', 'zstandard', 'httpx') if m in sys.modules]\n"
+        "print('heavy=' + ','.join(heavy))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "heavy="
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        (
+            ["run"],
+            [
+                "DATASET_PATH",
+                "WATCH_CGROUPS",
+                "CROFT_FRAMEWORKS",
+                "CROFT_METRICS_ADDR",
+                "CROFT_ROTATE_SECS",
+                "3600",
+                "CROFT_ROTATE_BYTES",
+                "1073741824",
+                "CROFT_RETAIN_DAYS",
+                "30",
+                "CROFT_RETAIN_BYTES",
+                "10737418240",
+            ],
+        ),
+        (["top"], ["--once", "--interval", "2"]),
+        (["stats"], ["DATASET_PATH", "--json"]),
+        (["profile"], ["--dataset", "--from-ms", "--to-ms"]),
+        (["deploy", "docker"], ["--image", "croft-collector", "--watch", "--dry-run"]),
+        (["deploy", "kubernetes"], ["--image", "kubepods", "--dry-run"]),
+        (["collect"], ["--namespace", "croft", "research/data/nodes"]),
+        (
+            ["scale"],
+            [
+                "--syscall",
+                "sendto",
+                "--target",
+                "0.7",
+                "--max-replicas",
+                "10",
+                "--confirm-polls",
+                "--interval",
+                "http://127.0.0.1:8001",
+                "--dry-run",
+            ],
+        ),
+    ],
+)
+def test_command_help_shows_options_env_variables_and_defaults(
+    command: list[str], expected: list[str]
+) -> None:
+    out = croft(*command, "--help")
+    assert out.returncode == 0, out.stderr
+    text = " ".join(out.stdout.split())
+    for word in expected:
+        assert word in text, f"{word} missing from croft {' '.join(command)} --help"

@@ -1,0 +1,131 @@
+"""The dataset's JSON shape: dataset.md's example, key order, omitted fields, strictness."""
+
+from __future__ import annotations
+
+import json
+
+import orjson
+import pytest
+from hypothesis import given
+
+from croft.domain import codec
+from croft.domain.row import CgroupUsage, Process, Row, SyscallRate, Usage
+from tests import strategies as s
+
+# The example row of dataset.md, with the elided ids written out.
+SPEC_EXAMPLE = """{
+  "unix_ms": 1792505950473,
+  "tgid": 234758,
+  "process": {
+    "comm": "python",
+    "exe": "/usr/local/bin/python3.12",
+    "cgroup": "/system.slice/docker-33813f5d0c8e4a1bb0f2e5d7a9c3b1e4f6a8d0c2e4b6a8f0d2c4e6a8b0d2f4e6.scope",
+    "container_id": "33813f5d0c8e4a1bb0f2e5d7a9c3b1e4f6a8d0c2e4b6a8f0d2c4e6a8b0d2f4e6",
+    "cwd": "/workspace",
+    "framework": "pytorch"
+  },
+  "workload": "gpu-held",
+  "ioctl_count": 0,
+  "since_last_gpu_ioctl_ms": 38794129,
+  "usage": {
+    "cpu_cores": 0.0, "rss_bytes": 1145397248, "threads": 104,
+    "ctx_voluntary_s": 0.0, "ctx_involuntary_s": 0.0,
+    "read_bytes_s": 0.0, "write_bytes_s": 0.0,
+    "network_rx_bytes_s": 237.2, "network_tx_bytes_s": 514.4,
+    "runqueue_s": 0.0
+  },
+  "cgroup_usage": {
+    "cpu_cores": 0.004, "cpu_throttled_fraction": 0.0, "memory_bytes": 1511735296,
+    "oom_kills": 0, "cpu_pressure_avg10": 0.0, "memory_pressure_avg10": 0.0, "io_pressure_avg10": 0.0
+  },
+  "syscalls": [{ "name": "futex", "rate_per_sec": 282.0 }]
+}"""
+
+
+def test_spec_example_round_trips_to_the_same_object_and_bytes() -> None:
+    row = codec.decode_row(SPEC_EXAMPLE)
+    assert row.process.framework == "pytorch"
+    assert row.syscalls == (SyscallRate("futex", 282.0),)
+    assert codec.decode_row(codec.encode_row(row)) == row
+    compact = json.dumps(json.loads(SPEC_EXAMPLE), separators=(",", ":")).encode() + b"\n"
+    assert codec.encode_row(row) == compact
+
+
+def _host_row(**changes: object) -> Row:
+    base = Row(
+        unix_ms=1,
+        tgid=2,
+        process=Process(
+            comm="bash", exe="/bin/bash", cgroup="/user.slice", container_id=None, cwd="/srv/app"
+        ),
+        workload="no-gpu",
+        usage=Usage(0.5, 10, 1, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0),
+        cgroup_usage=CgroupUsage(0.5, 0.0, 10, 0, 0.0, 0.0, 0.0),
+    )
+    import attrs
+
+    return attrs.evolve(base, **changes)  # type: ignore[misc]
+
+
+def test_empty_optional_fields_are_left_out_and_keys_keep_their_order() -> None:
+    out = orjson.loads(codec.encode_row(_host_row()))
+    assert list(out) == ["unix_ms", "tgid", "process", "workload", "usage", "cgroup_usage", "syscalls"]
+    assert "framework" not in out["process"]
+    assert out["process"]["container_id"] is None
+
+
+def test_label_goes_last_and_gpu_fields_follow_workload() -> None:
+    row = _host_row(workload="gpu-onset", ioctl_count=3, since_last_gpu_ioctl_ms=0, label="burst-1")
+    keys = list(orjson.loads(codec.encode_row(row)))
+    assert keys[3:6] == ["workload", "ioctl_count", "since_last_gpu_ioctl_ms"]
+    assert keys[-1] == "label"
+
+
+@given(s.rows())
+def test_every_row_round_trips(row: Row) -> None:
+    assert codec.decode_row(codec.encode_row(row)) == row
+
+
+@given(s.processes)
+def test_process_round_trips(value: Process) -> None:
+    assert codec.converter.structure(codec.converter.unstructure(value), Process) == value
+
+
+@given(s.usages)
+def test_usage_round_trips(value: Usage) -> None:
+    assert codec.converter.structure(codec.converter.unstructure(value), Usage) == value
+
+
+@given(s.cgroup_usages)
+def test_cgroup_usage_round_trips(value: CgroupUsage) -> None:
+    assert codec.converter.structure(codec.converter.unstructure(value), CgroupUsage) == value
+
+
+@given(s.syscall_rates)
+def test_syscall_rate_round_trips(value: SyscallRate) -> None:
+    assert codec.converter.structure(codec.converter.unstructure(value), SyscallRate) == value
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda d: d.update(tgid="234758"), "integer"),
+        (lambda d: d.update(workload="gpu"), "workload"),
+        (lambda d: d.pop("usage"), "usage"),
+        (lambda d: d.update(extra=1), "extra"),
+        (lambda d: d["usage"].update(cpu_cores=True), "number"),
+        (lambda d: d.update(syscalls={"futex": 1}), "list"),
+    ],
+)
+def test_a_line_that_only_looks_like_a_row_is_not_a_row(mutate, message) -> None:  # type: ignore[no-untyped-def]
+    value = json.loads(SPEC_EXAMPLE)
+    mutate(value)
+    with pytest.raises(codec.NotARow, match=message):
+        codec.row_from_dict(value)
+
+
+def test_not_json_is_a_value_error() -> None:
+    with pytest.raises(ValueError):
+        codec.decode_row(b'{"unix_ms": 17925')
+    with pytest.raises(codec.NotARow):
+        codec.decode_row(b"[1, 2]")
