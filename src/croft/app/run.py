@@ -47,6 +47,36 @@ def run(
             env_var="CROFT_RETAIN_BYTES", help="delete the oldest segments while all exceed this (10 GiB)"
         ),
     ] = 10737418240,
+    record: Annotated[
+        Path | None,
+        Parameter(help="also write the raw snapshot of every poll (zstd JSON lines) into this directory"),
+    ] = None,
+    replay: Annotated[
+        Path | None,
+        Parameter(help="replay a trace recorded with --record (a directory or file) instead; no root needed"),
+    ] = None,
+    verbose: Annotated[bool, Parameter(help="log every poll and full causes")] = False,
 ) -> int:
     """Load the eBPF programs, poll every 2 s and write the dataset. Needs root."""
-    raise UserError("croft run is not built yet", exit_code=2)
+    import logging
+    import os
+
+    from croft.app import bootstrap, collector
+
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO, format="croft: %(message)s", force=True
+    )
+    for name, value in (("rotate-secs", rotate_secs), ("rotate-bytes", rotate_bytes)):
+        if value <= 0:
+            raise UserError(f"--{name} must be positive, got {value}")
+    settings = bootstrap.Settings(dataset=dataset, watch=watch, frameworks=frameworks, record=record)
+    if replay is not None:
+        pipeline, runs = bootstrap.build_replay(settings, replay)
+        return collector.run_replay(pipeline, runs)
+    if os.geteuid() != 0:
+        raise UserError(
+            "croft run needs root to read every process's /proc files and load eBPF: "
+            "run it with sudo, or replay a recorded trace with --replay DIR"
+        )
+    pipeline, source, clock = bootstrap.build_live(settings)
+    return collector.run_live(pipeline, source, clock)

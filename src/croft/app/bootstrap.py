@@ -1,0 +1,139 @@
+"""The one composition root of `croft run`: builds the real adapters, or the replay ones, and hands
+them to the collector loop. Nothing is opened before `build_*` is called."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from importlib import resources
+from pathlib import Path
+
+import attrs
+
+from croft.adapters.cgroupfs import CgroupFS
+from croft.adapters.clock import SystemClock
+from croft.adapters.plain_sink import PlainAppendSink
+from croft.adapters.poller import LiveSource, UnavailableGpu, UnavailableKernel
+from croft.adapters.procfs import ProcFS
+from croft.adapters.trace import TraceRecorder, read_trace, recorded_watch, trace_files
+from croft.app.collector import Pipeline, RowSink
+from croft.domain.collect import CollectorConfig
+from croft.domain.frameworks import Catalog, CatalogError, Matcher, parse_catalog
+from croft.domain.kernel import GpuHolderSource, KernelSource
+from croft.domain.selection import parse_watch
+from croft.domain.snapshot import Poll
+from croft.domain.trace_codec import TraceError
+from croft.errors import UserError
+
+log = logging.getLogger("croft.run")
+
+GPU_DEVICE_PREFIXES = ("/dev/nvidia",)
+
+
+@attrs.frozen
+class Settings:
+    """What `croft run` was asked to do, already validated by type."""
+
+    dataset: Path
+    watch: str = ""
+    frameworks: Path | None = None
+    record: Path | None = None
+    proc_root: Path = Path("/proc")
+    cgroup_root: Path = Path("/sys/fs/cgroup")
+
+
+def load_catalog(user_file: Path | None) -> Catalog:
+    """The built-in catalog, replaced or extended by `user_file`. A bad file is a `UserError`
+    naming its line."""
+    builtin = parse_catalog(resources.files("croft.domain").joinpath("frameworks.toml").read_text())
+    if user_file is None:
+        return builtin
+    try:
+        text = user_file.read_text()
+    except OSError as exc:
+        raise UserError(
+            f"cannot read the framework catalog {user_file}: {exc.strerror}; fix --frameworks"
+        ) from exc
+    try:
+        return builtin.extended_by(parse_catalog(text))
+    except CatalogError as exc:
+        raise UserError(f"framework catalog {user_file}, {exc}") from exc
+
+
+def collector_config(settings: Settings) -> CollectorConfig:
+    return CollectorConfig(
+        watch=parse_watch(settings.watch), matcher=Matcher(load_catalog(settings.frameworks))
+    )
+
+
+def build_sink(settings: Settings) -> RowSink:
+    """The row sink: a plain append-only file for now (the rotating writer slots in here)."""
+    return PlainAppendSink(settings.dataset)
+
+
+def build_pipeline(settings: Settings) -> Pipeline:
+    config = collector_config(settings)
+    recorder = TraceRecorder(settings.record, settings.watch) if settings.record is not None else None
+    return Pipeline(config, build_sink(settings), recorder)
+
+
+def _kernel_source() -> KernelSource:
+    try:
+        from croft.adapters.bcc_source import BccKernelSource  # type: ignore[import-not-found,unused-ignore]
+
+        source: KernelSource = BccKernelSource()
+    except Exception as exc:  # a missing module, missing headers or a verifier error alike
+        log.warning("eBPF unavailable (%s): syscalls, GPU ioctls and network bytes will be empty", exc)
+        return UnavailableKernel()
+    return source
+
+
+def _gpu_source() -> GpuHolderSource:
+    try:
+        from croft.adapters.nvml import NvmlGpuHolders  # type: ignore[import-not-found,unused-ignore]
+
+        source: GpuHolderSource = NvmlGpuHolders()
+    except Exception as exc:
+        log.warning("NVML unavailable (%s): GPU holders come from ioctls and open device files only", exc)
+        return UnavailableGpu()
+    return source
+
+
+def build_live(settings: Settings) -> tuple[Pipeline, LiveSource, SystemClock]:
+    """The live collector: procfs, cgroupfs, eBPF (or empty), NVML (or empty), the system clock."""
+    pipeline = build_pipeline(settings)
+    scan_devices = any(Path("/dev").glob("nvidia*"))
+    procfs = ProcFS(settings.proc_root, gpu_device_prefixes=GPU_DEVICE_PREFIXES if scan_devices else ())
+    cgroupfs = CgroupFS(settings.cgroup_root)
+    log.info("cgroup layout at %s: %s", settings.cgroup_root, cgroupfs.layout)
+    if cgroupfs.layout == "none":
+        log.warning("no cgroups under %s: cgroup_usage will be zeros", settings.cgroup_root)
+    source = LiveSource(procfs, cgroupfs, _kernel_source(), _gpu_source(), parse_watch(settings.watch))
+    return pipeline, source, SystemClock()
+
+
+def build_replay(settings: Settings, replay: Path) -> tuple[Pipeline, Iterator[Iterator[Poll]]]:
+    """The replaying collector: polls from the trace files at `replay`, no clock, no root. Without
+    `--watch`, the trace's recorded one applies."""
+    files = trace_files(replay)
+    if not files:
+        raise UserError(f"no trace files (*.jsonl.zst) in {replay}; record one with croft run --record DIR")
+    if not settings.watch:
+        try:
+            settings = attrs.evolve(settings, watch=recorded_watch(files[0]))
+        except TraceError as exc:
+            raise UserError(f"{files[0]}: {exc}; give a trace recorded by croft run --record") from exc
+    pipeline = build_pipeline(settings)
+
+    def runs() -> Iterator[Iterator[Poll]]:
+        for path in files:
+            yield _checked(path)
+
+    return pipeline, runs()
+
+
+def _checked(path: Path) -> Iterator[Poll]:
+    try:
+        yield from read_trace(path)
+    except TraceError as exc:
+        raise UserError(f"{exc}; the trace is damaged, record it again") from exc
