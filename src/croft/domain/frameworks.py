@@ -56,7 +56,7 @@ def parse_catalog(text: str) -> Catalog:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         found = re.search(r"line (\d+)", str(exc))
-        line = found.group(1) if found else "?"
+        line = found.group(1) if found else str(max(len(text.splitlines()), 1))  # "at end of document"
         raise CatalogError(f"line {line}: not valid TOML ({exc})") from exc
     headers = _header_lines(text)
     unknown = set(doc) - {"framework", "replace"}

@@ -32,7 +32,10 @@ class Stat:
 
 def parse_stat(data: bytes) -> Stat:
     """Parse /proc/<pid>/stat. The comm sits between the first '(' and the last ')' and may hold
-    spaces or parentheses; every field after it is split on spaces."""
+    spaces or parentheses; every field after it is split on spaces. A line without its final
+    newline, or with fewer than the 44 fields every kernel since 2.6 writes, is torn."""
+    if not data.endswith(b"\n"):
+        raise Unparsable("stat line has no final newline (torn read)")
     text = data.decode("utf-8", "replace")
     open_at = text.find("(")
     close_at = text.rfind(")")
@@ -40,8 +43,8 @@ def parse_stat(data: bytes) -> Stat:
         raise Unparsable("stat has no (comm)")
     rest = text[close_at + 2 :].split()
     # rest[0] is field 3 (state); field n of proc(5) is rest[n - 3].
-    if len(rest) < 22:
-        raise Unparsable(f"stat has {len(rest) + 2} fields, expected at least 24")
+    if len(rest) < 42:
+        raise Unparsable(f"stat has {len(rest) + 2} fields, expected at least 44")
     try:
         return Stat(
             comm=text[open_at + 1 : close_at],
