@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench install clean
+.PHONY: run test lint bench install clean bpf-setup
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -14,7 +14,11 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-run: $(STAMP)
+# Root only (a no-op otherwise): BCC, kernel headers, tracefs, bcc in the venv. See README, eBPF.
+bpf-setup: $(STAMP)
+	bash scripts/setup-bpf.sh $(VENV)
+
+run: $(STAMP) bpf-setup
 	@echo "croft run is not built yet: showing the bundled sample dataset instead."
 	$(BIN)/croft stats fixtures/datasets/sample
 	$(BIN)/croft top --once --dataset fixtures/datasets/sample
@@ -25,7 +29,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-test: lint
+test: lint bpf-setup
 	$(BIN)/pytest
 
 bench: $(STAMP)
