@@ -53,6 +53,7 @@ LOG = logging.getLogger("croft.dataset")
 HOUSEKEEPING_MS = 60_000  # how often retention and compression retries look at the directory
 RETRY_MS = 60_000  # a segment whose compression failed is tried again after this
 LOG_EVERY_MS = 60_000  # at most one "dropping rows" line per minute
+CLOSE_DRAIN_S = 10.0  # well inside the 30 s a SIGTERM'd pod gets before SIGKILL
 _FIRST_LINE_BYTES = 1 << 20
 
 
@@ -161,9 +162,9 @@ class DatasetWriter:
             self._housekeep(now_ms)
 
     def close(self) -> None:
-        """Stop compressing (an unfinished segment is compressed at the next start), sync the live
-        file and close it."""
-        self.compressor.stop()
+        """Let queued compressions finish for up to CLOSE_DRAIN_S (what is left is compressed at the
+        next start), sync the live file and close it."""
+        self.compressor.stop(drain_s=CLOSE_DRAIN_S)
         if self._fd is not None:
             try:
                 os.fdatasync(self._fd)

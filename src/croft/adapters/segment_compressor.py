@@ -126,6 +126,7 @@ class SegmentCompressor:
         self._queue: deque[SegmentName] = deque()
         self._busy: SegmentName | None = None
         self._stopping = False
+        self._draining = False
         self._failed: list[SegmentName] = []
         self._news = False
         self._thread: threading.Thread | None = None
@@ -175,17 +176,23 @@ class SegmentCompressor:
         while self._claim(wait=False):
             self._compress_claimed()
 
-    def stop(self, timeout_s: float = 10.0) -> None:
-        """Stop the thread; a compression in progress is abandoned (its plain segment stays)."""
+    def stop(self, drain_s: float = 0.0) -> None:
+        """Stop the thread: what is queued still gets up to `drain_s` seconds, then a compression
+        in progress is abandoned (its plain segment stays for the next run)."""
+        with self._cond:
+            self._draining = True
+            self._cond.notify_all()
+        if self._thread is not None and drain_s > 0:
+            self._thread.join(drain_s)
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
         if self._thread is not None:
-            self._thread.join(timeout_s)
+            self._thread.join(10.0)
 
     def _claim(self, *, wait: bool) -> bool:
         with self._cond:
-            while wait and not self._queue and not self._stopping:
+            while wait and not self._queue and not self._stopping and not self._draining:
                 self._cond.wait()
             if self._stopping or not self._queue:
                 return False

@@ -12,7 +12,7 @@ import attrs
 
 from croft.adapters.cgroupfs import CgroupFS
 from croft.adapters.clock import SystemClock
-from croft.adapters.plain_sink import PlainAppendSink
+from croft.adapters.dataset_writer import DatasetWriter
 from croft.adapters.poller import LiveSource, UnavailableGpu, UnavailableKernel
 from croft.adapters.procfs import ProcFS
 from croft.adapters.trace import TraceRecorder, read_trace, recorded_watch, trace_files
@@ -20,6 +20,7 @@ from croft.app.collector import Pipeline, RowSink
 from croft.domain.collect import CollectorConfig
 from croft.domain.frameworks import Catalog, CatalogError, Matcher, parse_catalog
 from croft.domain.kernel import GpuHolderSource, KernelSource
+from croft.domain.rotation import Limits
 from croft.domain.selection import parse_watch
 from croft.domain.snapshot import Poll
 from croft.domain.trace_codec import TraceError
@@ -40,6 +41,7 @@ class Settings:
     record: Path | None = None
     proc_root: Path = Path("/proc")
     cgroup_root: Path = Path("/sys/fs/cgroup")
+    limits: Limits = attrs.field(factory=Limits)
 
 
 def load_catalog(user_file: Path | None) -> Catalog:
@@ -67,8 +69,8 @@ def collector_config(settings: Settings) -> CollectorConfig:
 
 
 def build_sink(settings: Settings) -> RowSink:
-    """The row sink: a plain append-only file for now (the rotating writer slots in here)."""
-    return PlainAppendSink(settings.dataset)
+    """The row sink: the rotating dataset writer (a `UserError` when the directory is unwritable)."""
+    return DatasetWriter(settings.dataset, settings.limits)
 
 
 def build_pipeline(settings: Settings) -> Pipeline:

@@ -66,10 +66,14 @@ def run(
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO, format="croft: %(message)s", force=True
     )
-    for name, value in (("rotate-secs", rotate_secs), ("rotate-bytes", rotate_bytes)):
-        if value <= 0:
-            raise UserError(f"--{name} must be positive, got {value}")
-    settings = bootstrap.Settings(dataset=dataset, watch=watch, frameworks=frameworks, record=record)
+    from croft.domain.rotation import Limits, limit_errors
+
+    limits = Limits(rotate_secs, rotate_bytes, retain_days, retain_bytes)
+    if errors := limit_errors(limits):
+        raise UserError(errors[0])
+    settings = bootstrap.Settings(
+        dataset=dataset, watch=watch, frameworks=frameworks, record=record, limits=limits
+    )
     if replay is not None:
         pipeline, runs = bootstrap.build_replay(settings, replay)
         return collector.run_replay(pipeline, runs)
