@@ -1,0 +1,164 @@
+"""The Prometheus text exposition format (version 0.0.4), the subset croft's /metrics serves.
+
+Parsed: `# HELP` / `# TYPE` / other comments (skipped), blank lines, and sample lines
+`name{label="value",...} value [timestamp_ms]` with the format's escapes in label values (`\\\\`,
+`\\"`, `\\n`) and the values `NaN`, `+Inf`, `-Inf`. A malformed line raises `BadExposition` naming the
+line: a collector serving garbage is a collector that did not answer, never a partial truth.
+
+Format: https://prometheus.io/docs/instrumenting/exposition_formats/#text-based-format
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Collection, Iterable, Mapping
+
+import attrs
+
+_NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
+_NAME_RE = re.compile(_NAME)
+_LABEL_RE = re.compile(r'[ \t]*([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*=[ \t]*"((?:[^"\\\n]|\\.)*)"[ \t]*(,|\})')
+_UNESCAPE_RE = re.compile(r"\\(.)")
+_UNESCAPES = {"\\": "\\", '"': '"', "n": "\n"}
+_VALUES = {"NaN": math.nan, "+Inf": math.inf, "-Inf": -math.inf, "Inf": math.inf}
+
+
+class BadExposition(ValueError):
+    """A line that is not valid exposition text; the message names the line number and why."""
+
+
+@attrs.frozen
+class Sample:
+    """One sample: a metric name, its labels (sorted by name), a value and an optional timestamp."""
+
+    name: str
+    labels: tuple[tuple[str, str], ...]
+    value: float
+    timestamp_ms: int | None = None
+
+    def label(self, key: str) -> str | None:
+        """The value of label `key`, or None when the sample does not carry it."""
+        for name, value in self.labels:
+            if name == key:
+                return value
+        return None
+
+
+def _unescape(text: str, line_no: int) -> str:
+    if "\\" not in text:
+        return text
+
+    def one(match: re.Match[str]) -> str:
+        char = match.group(1)
+        if char not in _UNESCAPES:
+            raise BadExposition(f"line {line_no}: unknown escape \\{char} in a label value")
+        return _UNESCAPES[char]
+
+    return _UNESCAPE_RE.sub(one, text)
+
+
+def _parse_value(text: str, line_no: int) -> float:
+    if text in _VALUES:
+        return _VALUES[text]
+    try:
+        return float(text)
+    except ValueError:
+        raise BadExposition(f"line {line_no}: {text!r} is not a sample value") from None
+
+
+def _parse_labels(line: str, start: int, line_no: int) -> tuple[tuple[tuple[str, str], ...], int]:
+    """Labels from the `{` at `start`; returns them sorted and the index after the closing `}`."""
+    pos = start + 1
+    labels: list[tuple[str, str]] = []
+    rest = line[pos:].lstrip(" \t")
+    if rest.startswith("}"):
+        return (), line.index("}", pos) + 1
+    while True:
+        match = _LABEL_RE.match(line, pos)
+        if match is None:
+            raise BadExposition(f"line {line_no}: malformed label set")
+        labels.append((match.group(1), _unescape(match.group(2), line_no)))
+        pos = match.end()
+        if match.group(3) == "}":
+            break
+        if line[pos:].lstrip(" \t").startswith("}"):
+            pos = line.index("}", pos) + 1
+            break
+    labels.sort()
+    return tuple(labels), pos
+
+
+def parse_line(line: str, line_no: int = 1) -> Sample:
+    """One sample line (not a comment, not blank) as a `Sample`; raises `BadExposition`."""
+    name_match = _NAME_RE.match(line)
+    if name_match is None:
+        raise BadExposition(f"line {line_no}: no metric name at the start")
+    name = name_match.group(0)
+    pos = name_match.end()
+    labels: tuple[tuple[str, str], ...] = ()
+    if pos < len(line) and line[pos] == "{":
+        labels, pos = _parse_labels(line, pos, line_no)
+    fields = line[pos:].split()
+    if not fields or len(fields) > 2 or (pos < len(line) and line[pos] not in " \t"):
+        raise BadExposition(f"line {line_no}: expected a value and an optional timestamp after the name")
+    timestamp_ms = None
+    if len(fields) == 2:
+        try:
+            timestamp_ms = int(fields[1])
+        except ValueError:
+            raise BadExposition(f"line {line_no}: {fields[1]!r} is not a timestamp in ms") from None
+    return Sample(name, labels, _parse_value(fields[0], line_no), timestamp_ms)
+
+
+def parse_exposition(text: str, names: Collection[str] | None = None) -> tuple[Sample, ...]:
+    """Every sample of `text`, in order; only those whose metric name is in `names` when given (the
+    other lines are still checked for a name, not parsed further). Raises `BadExposition`."""
+    samples: list[Sample] = []
+    for line_no, raw in enumerate(text.split("\n"), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if names is not None:
+            name_match = _NAME_RE.match(line)
+            if name_match is None:
+                raise BadExposition(f"line {line_no}: no metric name at the start")
+            if name_match.group(0) not in names:
+                continue
+        samples.append(parse_line(line, line_no))
+    return tuple(samples)
+
+
+def escape_label_value(value: str) -> str:
+    """`value` escaped for a label: backslash, double quote and newline."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def format_value(value: float) -> str:
+    """A sample value as Prometheus writes it (`NaN`, `+Inf`, `-Inf`, else Python's shortest repr)."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return repr(float(value))
+
+
+def render_exposition(
+    samples: Iterable[Sample], help_text: Mapping[str, str] | None = None, kind: str = "gauge"
+) -> str:
+    """`samples` as exposition text, a `# HELP` and `# TYPE` line before each metric's first sample.
+    `parse_exposition(render_exposition(s)) == s` for samples with sorted labels."""
+    lines: list[str] = []
+    seen: set[str] = set()
+    for sample in samples:
+        if sample.name not in seen:
+            seen.add(sample.name)
+            if help_text and sample.name in help_text:
+                help_line = help_text[sample.name].replace("\\", "\\\\").replace("\n", "\\n")
+                lines.append(f"# HELP {sample.name} {help_line}")
+            lines.append(f"# TYPE {sample.name} {'counter' if sample.name.endswith('_total') else kind}")
+        labels = ",".join(f'{key}="{escape_label_value(value)}"' for key, value in sample.labels)
+        head = f"{sample.name}{{{labels}}}" if labels else sample.name
+        tail = "" if sample.timestamp_ms is None else f" {sample.timestamp_ms}"
+        lines.append(f"{head} {format_value(sample.value)}{tail}")
+    return "\n".join(lines) + "\n" if lines else ""

@@ -1,0 +1,69 @@
+"""Observations for croft scale's decision, built the way a live poll would see them."""
+
+from __future__ import annotations
+
+from croft.domain import metrics_names as names
+from croft.domain.exposition import Sample, render_exposition
+from croft.domain.scaling import CollectorScrape, Observations, PodView
+
+CALLS_PER_REQUEST = 2.06
+
+
+def cid(index: int) -> str:
+    """A 64-hex container id."""
+    return f"{index:064x}"
+
+
+def collector_body(now_ms: int, container_rates: dict[str, float], syscall: str = "sendto") -> str:
+    """A collector's /metrics: its last poll at `now_ms`, each container's CPU and syscall rate."""
+    samples = [Sample(names.LAST_POLL_TIMESTAMP_SECONDS, (), now_ms / 1000)]
+    for container, rate in container_rates.items():
+        samples.append(Sample(names.CONTAINER_CPU_CORES, ((names.LABEL_CONTAINER_ID, container),), 0.1))
+        labels = ((names.LABEL_CONTAINER_ID, container), (names.LABEL_SYSCALL, syscall))
+        samples.append(Sample(names.CONTAINER_SYSCALL_RATE, labels, rate))
+        other = ((names.LABEL_CONTAINER_ID, container), (names.LABEL_SYSCALL, "read"))
+        samples.append(Sample(names.CONTAINER_SYSCALL_RATE, other, rate * 3))
+    return render_exposition(samples, names.HELP)
+
+
+def steady_poll(now_ms: int, request_rate: float, pods: int = 2, collectors: int = 2) -> Observations:
+    """`pods` pods sharing `request_rate` requests/s evenly, spread over `collectors` nodes."""
+    per_pod = request_rate * CALLS_PER_REQUEST / pods
+    by_collector: list[dict[str, float]] = [{} for _ in range(collectors)]
+    pod_views = []
+    for index in range(pods):
+        by_collector[index % collectors][cid(index)] = per_pod
+        pod_views.append(PodView(f"web-{index}", (cid(index),)))
+    scrapes = tuple(
+        CollectorScrape(f"croft-{n}", now_ms, collector_body(now_ms, rates))
+        for n, rates in enumerate(by_collector)
+    )
+    return Observations(now_ms, tuple(pod_views), scrapes)
+
+
+def with_gap(observations: Observations, kind: str) -> Observations:
+    """The same poll with one kind of gap: a collector down, a pod without series, a stale collector,
+    a garbled body."""
+    first, *rest = observations.scrapes
+    now = observations.now_ms
+    if kind == "down":
+        broken = CollectorScrape(first.collector, now, None, "connection refused")
+    elif kind == "stale":
+        old = now - 10_000
+        body = (first.body or "").replace(
+            f"{names.LAST_POLL_TIMESTAMP_SECONDS} {now / 1000!r}",
+            f"{names.LAST_POLL_TIMESTAMP_SECONDS} {old / 1000!r}",
+        )
+        broken = CollectorScrape(first.collector, now, body)
+    elif kind == "garbled":
+        garbage = f'{names.CONTAINER_SYSCALL_RATE}{{container_id="x" 2\n'
+        broken = CollectorScrape(first.collector, now, (first.body or "") + garbage)
+    elif kind == "no-series":
+        extra = PodView("web-new", (cid(999),))
+        return Observations(now, (*observations.pods, extra), observations.scrapes)
+    else:
+        raise ValueError(kind)
+    return Observations(now, observations.pods, (broken, *rest))
+
+
+GAP_KINDS = ("down", "stale", "garbled", "no-series")
