@@ -98,28 +98,33 @@ def load(text: str, cflags: Sequence[str], *, source: Path, release: str, verbos
 
 
 def _load_error(message: str, output: str, *, source: Path, release: str, verbose: bool) -> UserError:
-    more = "" if verbose else " (rerun with --verbose to see its output)"
+    def see(what: str) -> str:
+        return f"{what} is above" if verbose else f"rerun with --verbose to see {what}"
+
     if "Failed to compile" in message:
         if "kernel headers" in output:
             return UserError(f"BCC found no kernel headers for Linux {release}: {SETUP_HINT}")
         return UserError(
             f"the eBPF programs in {source} do not compile against the headers in "
-            f"/lib/modules/{release}/build{more}"
+            f"/lib/modules/{release}/build: {see('what clang said')}"
         )
     if "Operation not permitted" in message:
         return UserError(
-            "the kernel refused to load eBPF programs (needs root with CAP_BPF and CAP_PERFMON, "
-            "and kernel.unprivileged_bpf_disabled does not matter then): run croft run as root"
+            "the kernel refused to load eBPF programs (root with CAP_BPF, CAP_PERFMON and "
+            "CAP_SYS_ADMIN is needed): run croft run as root, in a privileged container"
         )
     if "Failed to load" in message:
         program = message.split("program", 1)[-1].split(":", 1)[0].strip(" b'")
-        return UserError(f"the kernel's verifier rejected croft's eBPF program {program}{more}")
-    if "Failed to attach" in message or "attach" in message:
+        return UserError(
+            f"the kernel's verifier rejected croft's eBPF program {program}: {see('its log')}, "
+            f"and report it with the kernel version {release}"
+        )
+    if "attach" in message:
         return UserError(
             f"cannot attach croft's eBPF programs to the kernel's tracepoints ({message}): "
-            f"check that tracefs is mounted ({SETUP_HINT}){more}"
+            f"{SETUP_HINT}, or {see('what BCC said')}"
         )
-    return UserError(f"loading croft's eBPF programs failed: {message}{more}")
+    return UserError(f"loading croft's eBPF programs failed ({message}): {see('what BCC said')}")
 
 
 class Drain:

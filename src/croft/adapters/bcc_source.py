@@ -101,12 +101,12 @@ class BccKernelSource:
             release=release,
             verbose=verbose,
         )
-        self._drain_syscalls = bcc_loader.Drain(self._bpf["syscall_counts"])
-        self._drain_ioctls = bcc_loader.Drain(self._bpf["ioctl_counts"])
-        self._drain_net = bcc_loader.Drain(self._bpf["net_bytes"]) if self.has_net else None
-        self._dropped_tables = [self._bpf["syscalls_dropped"]]
+        self._drain_syscalls = bcc_loader.Drain(self._bpf[b"syscall_counts"])
+        self._drain_ioctls = bcc_loader.Drain(self._bpf[b"ioctl_counts"])
+        self._drain_net = bcc_loader.Drain(self._bpf[b"net_bytes"]) if self.has_net else None
+        self._dropped_tables = [self._bpf[b"syscalls_dropped"]]
         if self.has_net:
-            self._dropped_tables.append(self._bpf["net_dropped"])
+            self._dropped_tables.append(self._bpf[b"net_dropped"])
         self._dropped_before = 0
         log.debug("eBPF programs loaded from %s; syscall names from %s", directory, names.source)
 
