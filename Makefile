@@ -34,6 +34,7 @@ test: lint bpf-setup
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/readers.py
+	$(BIN)/python benchmarks/rotation.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
