@@ -2,19 +2,28 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import signal
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, TextIO
 
 from cyclopts import Parameter
 
 from croft.errors import UserError
 
+if TYPE_CHECKING:
+    from croft.domain.scaling import ScaleConfig
+
+DEFAULT_COLLECTOR_SELECTOR = "app.kubernetes.io/name=croft-collector"
+DEFAULT_COLLECTOR_PORT = 9464
+
 
 def scale(
     *,
-    namespace: Annotated[str, Parameter(help="the Deployment's namespace")],
-    deployment: Annotated[str, Parameter(help="the Deployment to scale")],
-    calls_per_request: Annotated[float, Parameter(help="syscalls of --syscall per request")],
-    cpu_per_request_ms: Annotated[float, Parameter(help="CPU time per request, ms")],
+    namespace: Annotated[str, Parameter(help="the Deployment's namespace")] = "",
+    deployment: Annotated[str, Parameter(help="the Deployment to scale")] = "",
+    calls_per_request: Annotated[float, Parameter(help="syscalls of --syscall per request")] = 0.0,
+    cpu_per_request_ms: Annotated[float, Parameter(help="CPU time per request, ms")] = 0.0,
     syscall: Annotated[str, Parameter(help="the syscall that counts requests")] = "sendto",
     target: Annotated[float, Parameter(help="target CPU utilization, as the HPA's")] = 0.7,
     max_replicas: Annotated[int, Parameter(help="most replicas")] = 10,
@@ -24,7 +33,137 @@ def scale(
         str, Parameter(help="the Kubernetes API, through kubectl proxy")
     ] = "http://127.0.0.1:8001",
     dry_run: Annotated[bool, Parameter(negative=(), help="log decisions without changing replicas")] = False,
+    stabilization_secs: Annotated[
+        float, Parameter(help="scale down only to the most any poll asked for in this window, s (the HPA's)")
+    ] = 300.0,
+    collector_namespace: Annotated[str, Parameter(help="the namespace of croft's collector pods")] = "croft",
+    collector_selector: Annotated[
+        str, Parameter(help="label selector of the collector pods")
+    ] = DEFAULT_COLLECTOR_SELECTOR,
+    collector_port: Annotated[
+        int, Parameter(help="the collectors' --metrics-addr port, reached through the pod proxy")
+    ] = DEFAULT_COLLECTOR_PORT,
+    record: Annotated[Path | None, Parameter(help="append every poll's observations to this file")] = None,
+    replay: Annotated[
+        Path | None, Parameter(help="re-decide a --record file offline (a dry run; no API is contacted)")
+    ] = None,
+    polls: Annotated[int, Parameter(help="stop after this many polls; 0: run until stopped")] = 0,
 ) -> int:
     """Every poll, read the collectors' /metrics, turn the syscall rate of the Deployment's pods into a
     request rate, and ask for rate x CPU per request / (CPU limit x target) replicas, rounded up."""
-    raise UserError("croft scale is not built yet", exit_code=2)
+    from croft.domain.scaling import ScaleConfig, config_problem
+
+    config = ScaleConfig(
+        syscall=syscall,
+        calls_per_request=calls_per_request,
+        cpu_per_request_ms=cpu_per_request_ms,
+        target=target,
+        max_replicas=max_replicas,
+        confirm_polls=confirm_polls,
+        interval_s=interval,
+        stabilization_s=stabilization_secs,
+    )
+    problem = config_problem(config)
+    if problem is not None:
+        raise UserError(problem)
+    if record is not None and replay is not None:
+        raise UserError("--record and --replay exclude each other: record a live run, then replay the file")
+    if replay is not None:
+        return _replay(replay, config)
+    if not namespace or not deployment:
+        raise UserError("name the Deployment to scale with --namespace and --deployment")
+    if polls < 0:
+        raise UserError("--polls must be 0 (run until stopped) or more")
+    return _live(namespace, deployment, config, api, dry_run, collector_namespace, collector_selector,
+                 collector_port, record, polls)  # fmt: skip
+
+
+def _print(line: str) -> None:
+    print(line, flush=True)
+
+
+def _replay(path: Path, config: ScaleConfig) -> int:
+    from croft.domain.scale_record import NotARecord, RecordedPoll, decode_poll, replay
+    from croft.domain.scaling import log_line
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"cannot read --replay file {path}: {exc.strerror}") from None
+    polls: list[RecordedPoll] = []
+    for line_no, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            polls.append(decode_poll(line))
+        except NotARecord as exc:
+            raise UserError(
+                f"{path}:{line_no} is {exc}; give a file written by croft scale --record"
+            ) from None
+    from croft.app.scale_loop import stamp
+
+    for poll, decision in replay(polls, config):
+        _print(f"{stamp(poll.observations.now_ms)} {log_line(decision)} (replay)")
+    return 0
+
+
+class _WallClock:
+    """Wall time for the log and the record; sleeps on the monotonic clock (croft.adapters.clock)."""
+
+    def __init__(self) -> None:
+        from croft.adapters.clock import SystemClock
+
+        self.system = SystemClock()
+
+    def now_ms(self) -> int:
+        return self.system.now().unix_ms
+
+    def sleep_until_ms(self, deadline_ms: int) -> bool:
+        now = self.system.now()
+        return self.system.sleep_until(now.monotonic_ns + max(deadline_ms - now.unix_ms, 0) * 1_000_000)
+
+
+def _live(
+    namespace: str,
+    deployment: str,
+    config: ScaleConfig,
+    api: str,
+    dry_run: bool,
+    collector_namespace: str,
+    collector_selector: str,
+    collector_port: int,
+    record: Path | None,
+    polls: int,
+) -> int:
+    from croft.adapters.kube import KubeClient, KubeDenied, KubeError, KubeNotFound, KubeUnreachable
+    from croft.app.scale_loop import ScaleLoop, Target
+
+    clock = _WallClock()
+    client = KubeClient(api, timeout_s=min(max(config.interval_s, 1.0), 5.0))
+    record_file: TextIO | None = None
+    if record is not None:
+        try:
+            record_file = record.open("a", encoding="utf-8")
+        except OSError as exc:
+            raise UserError(f"cannot write --record file {record}: {exc.strerror}") from None
+    target = Target(namespace, deployment, collector_namespace, collector_selector, collector_port)
+    loop = ScaleLoop(
+        target, config, client, client, clock, dry_run=dry_run, log=_print, record=record_file,
+        unreachable=(KubeUnreachable,), denied=(KubeDenied,), fatal=(KubeError,),
+    )  # fmt: skip
+    previous = signal.signal(signal.SIGTERM, lambda *_: clock.system.wake())
+    try:
+        # The first call checks what a typo or a missing Role would break, before any loop runs.
+        try:
+            client.deployment(namespace, deployment)
+        except (KubeDenied, KubeNotFound) as exc:
+            raise UserError(str(exc)) from None
+        except KubeUnreachable as exc:
+            print(f"croft: {exc}; retrying every poll", file=sys.stderr, flush=True)
+        loop.run(polls)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        client.close()
+        if record_file is not None:
+            record_file.close()
+    return 0

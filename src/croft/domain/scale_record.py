@@ -11,11 +11,19 @@ exactly what the live scaler parsed.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator
 
 import attrs
 import cattrs
 
-from croft.domain.scaling import DeploymentView, Observations
+from croft.domain.scaling import (
+    Decision,
+    DeploymentView,
+    Observations,
+    ScaleConfig,
+    ScaleHistory,
+    desired_replicas,
+)
 
 _converter = cattrs.Converter(forbid_extra_keys=True)
 
@@ -47,3 +55,18 @@ def decode_poll(line: str) -> RecordedPoll:
     except (ValueError, TypeError, KeyError, AttributeError, cattrs.BaseValidationError) as exc:
         detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise NotARecord(f"not a recorded poll: {detail}") from None
+
+
+def replay(polls: Iterable[RecordedPoll], config: ScaleConfig) -> Iterator[tuple[RecordedPoll, Decision]]:
+    """Re-decide recorded polls under `config`, as a dry run that carries its own decisions out: the
+    Deployment starts at the first poll's recorded replicas and then has whatever the previous
+    decision asked for (the recorded replica counts after the first are ignored)."""
+    history = ScaleHistory()
+    current: int | None = None
+    for poll in polls:
+        replicas = poll.deployment.replicas if current is None else current
+        decision = desired_replicas(
+            poll.observations, attrs.evolve(poll.deployment, replicas=replicas), config, history
+        )
+        yield poll, decision
+        current, history = decision.replicas, decision.history

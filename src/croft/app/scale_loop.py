@@ -1,0 +1,175 @@
+"""The imperative shell of croft scale: gather a poll's observations, decide, carry the decision out.
+
+The decision itself is `croft.domain.scaling.desired_replicas`; this module only talks to the ports
+below, so the same loop runs against the real API (croft.adapters.kube) and against test fakes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Protocol, TextIO
+
+import attrs
+
+from croft.domain.kube_objects import deployment_view, label_selector, pod_view
+from croft.domain.scale_record import RecordedPoll, encode_poll
+from croft.domain.scaling import (
+    CollectorScrape,
+    Decision,
+    DeploymentView,
+    Observations,
+    ScaleConfig,
+    ScaleHistory,
+    desired_replicas,
+    log_line,
+)
+from croft.errors import UserError
+
+
+class Cluster(Protocol):
+    def deployment(self, namespace: str, name: str) -> Mapping[str, Any]: ...
+    def pods(self, namespace: str, selector: str) -> list[Mapping[str, Any]]: ...
+    def patch_scale(self, namespace: str, name: str, replicas: int) -> int: ...
+
+
+class MetricsSource(Protocol):
+    def pod_metrics(self, namespace: str, pod: str, port: int, path: str = "metrics") -> str: ...
+
+
+class Clock(Protocol):
+    def now_ms(self) -> int: ...
+    def sleep_until_ms(self, deadline_ms: int) -> bool: ...
+
+
+@attrs.frozen
+class Target:
+    """What to scale and where the collectors are."""
+
+    namespace: str
+    deployment: str
+    collector_namespace: str
+    collector_selector: str
+    collector_port: int
+
+
+class ApiDown(Exception):
+    """The API did not answer this poll; the loop holds and tries again next poll."""
+
+
+def stamp(now_ms: int) -> str:
+    """`now_ms` (unix ms) as an ISO 8601 UTC time with milliseconds, for the log."""
+    moment = dt.datetime.fromtimestamp(now_ms / 1000, tz=dt.UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class ScaleLoop:
+    """One poll at a time: `poll()` gathers, decides, records, logs and (unless dry-run) patches."""
+
+    def __init__(
+        self,
+        target: Target,
+        config: ScaleConfig,
+        cluster: Cluster,
+        metrics: MetricsSource,
+        clock: Clock,
+        *,
+        dry_run: bool,
+        log: Callable[[str], None],
+        record: TextIO | None = None,
+        unreachable: tuple[type[Exception], ...] = (),
+        denied: tuple[type[Exception], ...] = (),
+        fatal: tuple[type[Exception], ...] = (),
+    ) -> None:
+        """`unreachable` errors of the cluster hold the poll; `fatal` ones (and `denied` ones, also
+        from a scrape) end the run as a UserError; any other scrape failure is a gap."""
+        self.target, self.config = target, config
+        self._cluster, self._metrics, self._clock = cluster, metrics, clock
+        self._dry_run, self._log, self._record = dry_run, log, record
+        self._unreachable, self._denied, self._fatal = unreachable, denied, fatal
+        self.history = ScaleHistory()
+
+    def _call(self, what: Callable[[], Any]) -> Any:
+        try:
+            return what()
+        except self._unreachable as exc:
+            raise ApiDown(str(exc)) from None
+        except self._fatal as exc:
+            raise UserError(str(exc)) from None
+
+    def _scrape(self, collector: Mapping[str, Any]) -> CollectorScrape:
+        name = str((collector.get("metadata") or {}).get("name", "?"))
+        phase = (collector.get("status") or {}).get("phase")
+        if phase != "Running":
+            return CollectorScrape(name, self._clock.now_ms(), None, f"pod is {phase or 'without a phase'}")
+        try:
+            port = self.target.collector_port
+            body = self._metrics.pod_metrics(self.target.collector_namespace, name, port)
+        except self._denied as exc:
+            raise UserError(str(exc)) from None
+        except Exception as exc:  # any failure of one collector is a gap, never a crash of the loop
+            return CollectorScrape(name, self._clock.now_ms(), None, str(exc) or type(exc).__name__)
+        return CollectorScrape(name, self._clock.now_ms(), body)
+
+    def observe(self, now_ms: int) -> tuple[DeploymentView, Observations]:
+        """The Deployment, its pods and every collector's /metrics; raises ApiDown or UserError."""
+        t = self.target
+        obj = self._call(lambda: self._cluster.deployment(t.namespace, t.deployment))
+        try:
+            view, selector = deployment_view(obj), label_selector(obj)
+        except ValueError as exc:
+            raise UserError(f"deployment {t.namespace}/{t.deployment}: {exc}") from None
+        pods = self._call(lambda: self._cluster.pods(t.namespace, selector))
+        collectors = self._call(lambda: self._cluster.pods(t.collector_namespace, t.collector_selector))
+        scrapes: Sequence[CollectorScrape] = ()
+        if collectors:
+            with ThreadPoolExecutor(max_workers=min(len(collectors), 8)) as pool:
+                scrapes = list(pool.map(self._scrape, collectors))
+        return view, Observations(now_ms, tuple(pod_view(p) for p in pods), tuple(scrapes))
+
+    def poll(self) -> Decision | None:
+        """One poll; None when the API did not answer (logged; the up streak starts over)."""
+        now_ms = self._clock.now_ms()
+        try:
+            view, observations = self.observe(now_ms)
+        except ApiDown as exc:
+            self.history = attrs.evolve(self.history, up_streak=0)
+            self._log(f"{stamp(now_ms)} decision=hold reason=api-unreachable: {exc}")
+            return None
+        decision = desired_replicas(observations, view, self.config, self.history)
+        self.history = decision.history
+        if self._record is not None:
+            self._record.write(encode_poll(RecordedPoll(view, observations)) + "\n")
+            self._record.flush()
+        dry = " (dry run)" if self._dry_run and decision.action != "hold" else ""
+        self._log(f"{stamp(now_ms)} {log_line(decision)}{dry}")
+        if decision.action != "hold" and not self._dry_run:
+            self._apply(decision)
+        return decision
+
+    def _apply(self, decision: Decision) -> None:
+        t = self.target
+        try:
+            self._call(lambda: self._cluster.patch_scale(t.namespace, t.deployment, decision.replicas))
+        except ApiDown as exc:
+            # Not applied: let the next poll that still asks for more try again at once.
+            if decision.action == "up":
+                self.history = attrs.evolve(self.history, up_streak=self.config.confirm_polls - 1)
+            self._log(f"{stamp(self._clock.now_ms())} patch-failed: {exc}")
+
+    def run(self, polls: int = 0) -> None:
+        """Poll every `config.interval_s` on a fixed schedule until the clock is woken (a stop was
+        asked for) or `polls` polls are done (0: forever)."""
+        interval_ms = int(self.config.interval_s * 1000)
+        start_ms = self._clock.now_ms()
+        done = 0
+        while True:
+            self.poll()
+            done += 1
+            if polls and done >= polls:
+                return
+            now_ms = self._clock.now_ms()
+            deadline = start_ms + ((now_ms - start_ms) // interval_ms + 1) * interval_ms
+            if not self._clock.sleep_until_ms(deadline):
+                return
