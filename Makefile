@@ -37,8 +37,9 @@ lint: $(STAMP)
 test: lint bpf-setup k8s-setup
 	$(BIN)/pytest
 
-bench: $(STAMP)
+bench: $(STAMP) bpf-setup
 	$(BIN)/python benchmarks/readers.py
+	$(BIN)/python benchmarks/ebpf_overhead.py
 	$(BIN)/python benchmarks/rotation.py
 
 clean:

@@ -1,0 +1,193 @@
+"""What croft's eBPF programs cost the processes they watch, against bcc's own syscount-bpfcc.
+
+A syscall-heavy loop (getppid, the cheapest syscall; a small C program compiled here, or os.getppid
+in Python without a compiler) is timed bare, under croft's programs (loaded by BccKernelSource and
+drained every 2 s, as croft run does), and under `syscount-bpfcc -i 2`, interleaved round by round
+in one run. Then croft's own CPU per 2 s poll on this (idle) host, side by side with syscount's.
+
+    sudo .venv/bin/python benchmarks/ebpf_overhead.py [--rounds 5] [--calls 3000000]
+
+Goals: croft's slowdown no worse than syscount's (ratio <= 1.0); croft's CPU < 1 % of a core.
+Needs root, BCC and kernel headers (scripts/setup-bpf.sh).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+POLL_S = 2.0
+LOOP_C = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    long calls = atol(argv[1]);
+    struct timespec start, end;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (long i = 0; i < calls; i++)
+        syscall(SYS_getppid);
+    clock_gettime(CLOCK_MONOTONIC, &end);
+    printf("%.2f\n", ((end.tv_sec - start.tv_sec) * 1e9 + (end.tv_nsec - start.tv_nsec)) / calls);
+    return 0;
+}
+"""
+LOOP_PY = (
+    "import os, sys, time\n"
+    "n = int(sys.argv[1]); g = os.getppid; t = time.perf_counter_ns()\n"
+    "for _ in range(n):\n    g()\n"
+    "print((time.perf_counter_ns() - t) / n)\n"
+)
+# The croft side, in its own process as in croft run: load, then drain the maps every 2 s.
+POLLER = (
+    "import sys, time\n"
+    "from croft.adapters.bcc_source import BccKernelSource\n"
+    "source = BccKernelSource()\n"
+    "print('loaded', flush=True)\n"
+    "deadline = time.monotonic()\n"
+    "while True:\n"
+    "    deadline += 2.0\n"
+    "    time.sleep(max(0.0, deadline - time.monotonic()))\n"
+    "    source.read()\n"
+)
+
+
+def loop_command(workdir: Path, calls: int) -> tuple[list[str], str]:
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is not None:
+        source, binary = workdir / "getppid_loop.c", workdir / "getppid_loop"
+        source.write_text(LOOP_C)
+        subprocess.run([compiler, "-O2", "-o", str(binary), str(source)], check=True)
+        return [str(binary), str(calls)], "C loop of syscall(SYS_getppid)"
+    return [sys.executable, "-c", LOOP_PY, str(calls)], "Python loop of os.getppid (no C compiler)"
+
+
+def time_loop(command: list[str], repeats: int = 3) -> float:
+    """ns per syscall: the best of `repeats` runs (the least disturbed by the rest of the host)."""
+    return min(
+        float(subprocess.run(command, capture_output=True, text=True, check=True).stdout)
+        for _ in range(repeats)
+    )
+
+
+def cpu_ns(pid: int) -> int:
+    """CPU time of every thread of `pid` so far, in ns (schedstat: nanoseconds, not 10 ms ticks)."""
+    return sum(
+        int(task.joinpath("schedstat").read_text().split()[0]) for task in Path(f"/proc/{pid}/task").iterdir()
+    )
+
+
+class Tool:
+    """A tracer process started and stopped around one measurement."""
+
+    def __init__(self, name: str, argv: list[str], ready: str) -> None:
+        self.name = name
+        self._argv = argv
+        self._ready = ready
+        self.process: subprocess.Popen[str] | None = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            self._argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if self._ready not in line:
+            self.stop()
+            raise SystemExit(f"{self.name} did not start: {line!r}")
+        # Nothing reads the rest: syscount's 2 s tables fill the pipe only after minutes.
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        if self.process is not None and self.process.stdout is not None:
+            self.process.stdout.close()
+        self.process = None
+
+
+def idle_cpu(tool: Tool, seconds: float) -> float:
+    """The tool's CPU over `seconds` of an idle host after loading, in % of one core."""
+    tool.start()
+    assert tool.process is not None
+    time.sleep(1.0)
+    before, start = cpu_ns(tool.process.pid), time.monotonic()
+    time.sleep(seconds)
+    used_s = (cpu_ns(tool.process.pid) - before) / 1e9
+    elapsed = time.monotonic() - start
+    tool.stop()
+    return 100.0 * used_s / elapsed
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--calls", type=int, default=3_000_000)
+    parser.add_argument("--idle-seconds", type=float, default=20.0)
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        print("ebpf_overhead: needs root (loads eBPF programs); skipped")
+        return 0
+    syscount = shutil.which("syscount-bpfcc")
+    if syscount is None:
+        print("ebpf_overhead: syscount-bpfcc missing: run scripts/setup-bpf.sh; skipped")
+        return 0
+    croft = Tool("croft", [sys.executable, "-c", POLLER], "loaded")
+    bcc = Tool("syscount-bpfcc", [syscount, "-i", str(int(POLL_S))], "Tracing")
+    with tempfile.TemporaryDirectory(prefix="croft-bench-") as workdir:
+        loop, what = loop_command(Path(workdir), args.calls)
+        print(f"eBPF overhead: {what}, {args.calls:,} calls a run, best of 3 runs, {args.rounds} rounds")
+        times: dict[str, list[float]] = {"bare": [], "croft": [], "syscount": []}
+        for round_number in range(1, args.rounds + 1):
+            times["bare"].append(time_loop(loop))
+            for key, tool in (("croft", croft), ("syscount", bcc)):
+                tool.start()
+                try:
+                    times[key].append(time_loop(loop))
+                finally:
+                    tool.stop()
+            print(
+                f"  round {round_number}: "
+                + "  ".join(f"{key} {values[-1]:6.1f} ns/call" for key, values in times.items())
+            )
+    bare = statistics.median(times["bare"])
+    croft_ns, syscount_ns = statistics.median(times["croft"]), statistics.median(times["syscount"])
+    croft_slowdown, syscount_slowdown = croft_ns / bare, syscount_ns / bare
+    print(f"{'':22}{'ns/call':>10}{'added ns':>10}{'slowdown':>10}")
+    print(f"{'bare':22}{bare:10.1f}{0.0:10.1f}{1.0:9.2f}x")
+    print(f"{'croft (2 s drains)':22}{croft_ns:10.1f}{croft_ns - bare:10.1f}{croft_slowdown:9.2f}x")
+    print(f"{'syscount-bpfcc -i 2':22}{syscount_ns:10.1f}{syscount_ns - bare:10.1f}{syscount_slowdown:9.2f}x")
+    print(
+        f"croft/syscount: slowdown ratio {croft_slowdown / syscount_slowdown:.2f} (goal <= 1.0), "
+        f"added-time ratio {(croft_ns - bare) / max(syscount_ns - bare, 1e-9):.2f}"
+    )
+    croft_cpu = idle_cpu(croft, args.idle_seconds)
+    syscount_cpu = idle_cpu(bcc, args.idle_seconds)
+    print(
+        f"own CPU at {POLL_S:.0f} s polls over {args.idle_seconds:.0f} s of this host: "
+        f"croft {croft_cpu:.3f} % of a core (goal < 1 %), syscount-bpfcc {syscount_cpu:.3f} %, "
+        f"ratio {croft_cpu / max(syscount_cpu, 1e-9):.2f}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
