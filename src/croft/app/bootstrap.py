@@ -13,7 +13,7 @@ import attrs
 from croft.adapters.cgroupfs import CgroupFS
 from croft.adapters.clock import SystemClock
 from croft.adapters.dataset_writer import DatasetWriter
-from croft.adapters.poller import LiveSource, UnavailableGpu, UnavailableKernel
+from croft.adapters.poller import LiveSource, UnavailableGpu
 from croft.adapters.procfs import ProcFS
 from croft.adapters.trace import TraceRecorder, read_trace, recorded_watch, trace_files
 from croft.app.collector import Pipeline, RowSink
@@ -42,6 +42,7 @@ class Settings:
     proc_root: Path = Path("/proc")
     cgroup_root: Path = Path("/sys/fs/cgroup")
     limits: Limits = attrs.field(factory=Limits)
+    verbose: bool = False  # show what clang and the verifier said when eBPF fails to load
 
 
 def load_catalog(user_file: Path | None) -> Catalog:
@@ -79,15 +80,12 @@ def build_pipeline(settings: Settings) -> Pipeline:
     return Pipeline(config, build_sink(settings), recorder)
 
 
-def _kernel_source() -> KernelSource:
-    try:
-        from croft.adapters.bcc_source import BccKernelSource  # type: ignore[import-not-found,unused-ignore]
+def _kernel_source(verbose: bool) -> KernelSource:
+    """croft's eBPF programs. Failing to load them (no BCC, no headers, not root, a verifier
+    rejection) is a `UserError` naming the cause and the fix: croft run exits 1."""
+    from croft.adapters.bcc_source import BccKernelSource
 
-        source: KernelSource = BccKernelSource()
-    except Exception as exc:  # a missing module, missing headers or a verifier error alike
-        log.warning("eBPF unavailable (%s): syscalls, GPU ioctls and network bytes will be empty", exc)
-        return UnavailableKernel()
-    return source
+    return BccKernelSource(verbose=verbose)
 
 
 def _gpu_source() -> GpuHolderSource:
@@ -110,7 +108,9 @@ def build_live(settings: Settings) -> tuple[Pipeline, LiveSource, SystemClock]:
     log.info("cgroup layout at %s: %s", settings.cgroup_root, cgroupfs.layout)
     if cgroupfs.layout == "none":
         log.warning("no cgroups under %s: cgroup_usage will be zeros", settings.cgroup_root)
-    source = LiveSource(procfs, cgroupfs, _kernel_source(), _gpu_source(), parse_watch(settings.watch))
+    source = LiveSource(
+        procfs, cgroupfs, _kernel_source(settings.verbose), _gpu_source(), parse_watch(settings.watch)
+    )
     return pipeline, source, SystemClock()
 
 

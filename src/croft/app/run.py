@@ -72,7 +72,7 @@ def run(
     if errors := limit_errors(limits):
         raise UserError(errors[0])
     settings = bootstrap.Settings(
-        dataset=dataset, watch=watch, frameworks=frameworks, record=record, limits=limits
+        dataset=dataset, watch=watch, frameworks=frameworks, record=record, limits=limits, verbose=verbose
     )
     if replay is not None:
         pipeline, runs = bootstrap.build_replay(settings, replay)
