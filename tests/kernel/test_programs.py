@@ -1,0 +1,64 @@
+"""Where the eBPF programs live, and the host set-up that lets BCC build them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from croft.adapters.bcc_loader import program_dir, program_text
+from croft.adapters.bcc_source import MapSizes
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_programs_are_package_data_and_the_repositorys_bpf_dir() -> None:
+    directory = program_dir()
+    assert sorted(p.name for p in directory.glob("*.c")) == ["net.c", "syscalls.c"]
+    assert (REPO / "bpf").resolve() == directory.resolve()
+
+
+def test_program_text_concatenates_the_named_programs_only() -> None:
+    text = program_text(program_dir(), ("syscalls",))
+    assert "RAW_TRACEPOINT_PROBE(sys_enter)" in text
+    assert "sock_send_length" not in text
+
+
+def test_map_sizes_reach_the_programs_as_defines() -> None:
+    flags = MapSizes(syscalls=10, ioctls=20, net=30).cflags()
+    assert flags == ("-DCROFT_SYSCALL_ENTRIES=10", "-DCROFT_IOCTL_ENTRIES=20", "-DCROFT_NET_ENTRIES=30")
+    text = program_text(program_dir(), ("syscalls", "net"))
+    for define in ("CROFT_SYSCALL_ENTRIES", "CROFT_IOCTL_ENTRIES", "CROFT_NET_ENTRIES"):
+        assert f"#ifndef {define}" in text
+
+
+@pytest.mark.root
+def test_setup_bpf_is_idempotent_and_gives_the_venv_bcc_alone() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("the set-up installs packages as root")
+    venv = Path(sys.prefix)
+    for _ in range(2):
+        done = subprocess.run(
+            ["bash", str(REPO / "scripts" / "setup-bpf.sh"), str(venv)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+    assert "installing" not in done.stdout  # the second run finds everything in place
+    release = os.uname().release
+    assert (Path("/lib/modules") / release / "build" / "include").is_dir()
+    assert Path("/sys/kernel/tracing/events/raw_syscalls").is_dir()
+    probe = subprocess.run(
+        [sys.executable, "-c", "import sys, bcc; print(bcc.__file__); print(sys.path)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    bcc_file, path = probe.stdout.splitlines()
+    assert bcc_file.startswith(str(venv / "bcc-site"))
+    assert "/usr/lib/python3/dist-packages'" not in path
