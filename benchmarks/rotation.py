@@ -4,10 +4,11 @@ segment does to the poll thread.
     .venv/bin/python benchmarks/rotation.py [--rows FILE.jsonl[.zst]] [--segment-mib 1024]
 
 Rows: a realistic mix (pods of several frameworks, GPU holders, host daemons, idle processes written
-every 15th poll, syscall lists, values rounded as the collector rounds them), or the rows of a real
-dataset file given with --rows (or found in fixtures/datasets/). The 1 GiB segment is the rows
-repeated with a fresh time base; repeats are farther apart than zstd's window at the levels that
-matter, so they compress like fresh rows. Files go under bench-data/ and are removed afterwards.
+every 15th poll, syscall lists, rates as counts over the real interval, rounded as the collector
+rounds them). A real dataset file (--rows, or the largest in fixtures/datasets/) gets its own level
+table beside it. The 1 GiB segment is 16 MiB of generated rows repeated: repeats are farther apart
+than zstd's window at these levels, so they compress like fresh rows. Files go under bench-data/
+and are removed afterwards.
 """
 
 from __future__ import annotations
@@ -180,8 +181,8 @@ def polls_from_file(path: Path) -> list[bytes]:
     return [b"".join(lines) for lines in polls.values()]
 
 
-def level_table(sample: bytes) -> None:
-    print(f"\nzstd levels on {len(sample) / 2**20:.1f} MiB of rows (the writer uses level {ZSTD_LEVEL})")
+def level_table(sample: bytes, what: str) -> None:
+    print(f"\nzstd levels on {len(sample) / 2**20:.1f} MiB of {what}; the writer uses level {ZSTD_LEVEL}")
     print(f"{'level':>8} {'ratio':>8} {'MB/s':>8}")
     for level in (1, 3, 6, 9, 12, 15, 19):
         cctx = zstandard.ZstdCompressor(level=level, write_checksum=True)
@@ -289,23 +290,24 @@ def poll_figures(polls: list[bytes], segment_mib: int, spacing_s: float) -> None
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=Path, help="a dataset file to take rows from instead of the generator")
+    parser.add_argument("--rows", type=Path, help="a real dataset file whose rows get a level table too")
     parser.add_argument("--segment-mib", type=int, default=1024)
     parser.add_argument("--sample-mib", type=int, default=16)
     parser.add_argument("--spacing-ms", type=float, default=5.0)
     args = parser.parse_args()
     fixtures = sorted((ROOT / "fixtures" / "datasets").glob("**/*.jsonl*"))
-    source = args.rows or (max(fixtures, key=lambda f: f.stat().st_size) if fixtures else None)
-    if source is not None:
-        polls = polls_from_file(source)
-        print(f"rows: {source} ({sum(map(len, polls)) / 2**20:.1f} MiB, {len(polls)} polls)")
-    else:
-        polls = realistic_polls(args.sample_mib << 20)
-        rows = sum(poll.count(b"\n") for poll in polls)
-        print(
-            f"rows: generated, {len(polls)} polls, {rows} rows, {sum(map(len, polls)) / rows:.0f} bytes/row"
-        )
-    level_table(b"".join(polls)[: args.sample_mib << 20])
+    real = args.rows or (max(fixtures, key=lambda f: f.stat().st_size) if fixtures else None)
+    if real is not None:
+        real_polls = polls_from_file(real)
+        level_table(b"".join(real_polls)[: args.sample_mib << 20], f"recorded rows of {real.name}")
+    # The segment is always built from the generator: a small real file repeated within zstd's
+    # window would compress absurdly well and say nothing about a real hour.
+    polls = realistic_polls(args.sample_mib << 20)
+    rows = sum(poll.count(b"\n") for poll in polls)
+    level_table(
+        b"".join(polls)[: args.sample_mib << 20],
+        f"generated rows ({len(polls)} polls, {sum(map(len, polls)) / rows:.0f} bytes/row)",
+    )
     poll_figures(polls, args.segment_mib, args.spacing_ms / 1000)
     return 0
 
