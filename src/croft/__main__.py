@@ -1,3 +1,3 @@
-from croft.app.cli import main
+from croft.app.cli import entrypoint
 
-main()
+entrypoint()

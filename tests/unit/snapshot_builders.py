@@ -6,8 +6,8 @@ from typing import Any
 
 import attrs
 
-from croft.domain.frameworks import Catalog, Framework, Matcher
 from croft.domain.collect import CollectorConfig
+from croft.domain.frameworks import Catalog, Framework, Matcher
 from croft.domain.kernel import GpuHolders, KernelSample
 from croft.domain.snapshot import CgroupMembership, CgroupSample, Instant, Poll, ProcessSample
 

@@ -1,0 +1,114 @@
+"""Replaying each recorded trace reproduces its checked-in dataset byte for byte, every time.
+
+Regenerate after an intended change with `pytest --regen-golden` (or CROFT_REGEN_GOLDEN=1), then
+read the diff of fixtures/golden/.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from croft.domain.codec import decode_row
+
+REPO = Path(__file__).resolve().parents[2]
+TRACES = REPO / "fixtures" / "traces"
+GOLDEN = REPO / "fixtures" / "golden"
+PIDS = orjson.loads((TRACES / "live" / "pids.json").read_bytes())
+TRACE_NAMES = sorted(p.name for p in TRACES.iterdir() if p.is_dir())
+
+
+def replay(trace: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "croft", "run", "--replay", str(trace), "--dataset", str(out), *extra],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def rows_of(path: Path) -> list[dict]:  # type: ignore[type-arg]
+    return [orjson.loads(line) for line in path.read_bytes().splitlines()]
+
+
+@pytest.mark.parametrize("name", TRACE_NAMES)
+def test_replay_matches_golden(name: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    out = tmp_path / "croft-dataset.jsonl"
+    done = replay(TRACES / name, out)
+    assert done.returncode == 0, done.stderr
+    golden = GOLDEN / f"{name}.jsonl"
+    if request.config.getoption("--regen-golden") or os.environ.get("CROFT_REGEN_GOLDEN") == "1":
+        golden.write_bytes(out.read_bytes())
+    assert out.read_bytes() == golden.read_bytes(), f"replay of {name} differs from {golden}"
+    for line in out.read_bytes().splitlines():
+        decode_row(line)  # every line is a valid row
+
+
+def test_replaying_twice_gives_identical_bytes(tmp_path: Path) -> None:
+    first, second = tmp_path / "a" / "d.jsonl", tmp_path / "b" / "d.jsonl"
+    assert replay(TRACES / "live", first).returncode == 0
+    assert replay(TRACES / "live", second).returncode == 0
+    assert first.read_bytes() == second.read_bytes() != b""
+
+
+def test_live_trace_shows_the_workload() -> None:
+    rows = rows_of(GOLDEN / "live.jsonl")
+    by_pid: dict[int, list[dict]] = {}  # type: ignore[type-arg]
+    for row in rows:
+        by_pid.setdefault(row["tgid"], []).append(row)
+    burn = by_pid[PIDS["burn"]]
+    assert all(0.3 < r["usage"]["cpu_cores"] <= 0.55 for r in burn)  # one core under a 0.5-core quota
+    assert any(r["cgroup_usage"]["cpu_throttled_fraction"] > 0.3 for r in burn)  # the quota bites
+    assert all(r["usage"]["write_bytes_s"] > 500_000 for r in by_pid[PIDS["write"]])
+    assert all(r["usage"]["rss_bytes"] > 48 << 20 for r in by_pid[PIDS["alloc"]])
+    assert len(by_pid[PIDS["idle"]]) == 1  # idle: once every 15 polls
+    assert {r["process"]["cgroup"] for r in rows} == {"/croft-fixture"}
+    assert all(r["workload"] == "no-gpu" and "ioctl_count" not in r for r in rows)
+
+
+def _polls_with(rows: list[dict], tgid: int) -> list[int]:  # type: ignore[type-arg]
+    return sorted({r["unix_ms"] for r in rows if r["tgid"] == tgid})
+
+
+def test_damaged_traces_skip_a_poll_instead_of_writing_nonsense() -> None:
+    live = rows_of(GOLDEN / "live.jsonl")
+    for name, key in (("counter-reset", "burn"), ("pid-reuse", "alloc"), ("vanished-pid", "write")):
+        damaged = rows_of(GOLDEN / f"{name}.jsonl")
+        assert len(_polls_with(damaged, PIDS[key])) < len(_polls_with(live, PIDS[key])), name
+        for row in damaged:
+            assert all(v >= 0 for v in row["usage"].values() if isinstance(v, float)), name
+    reused = [r for r in rows_of(GOLDEN / "pid-reuse.jsonl") if r["tgid"] == PIDS["alloc"]]
+    assert reused[-1]["process"]["comm"] == "reused"
+
+
+def test_replay_of_a_missing_trace_is_one_sentence(tmp_path: Path) -> None:
+    done = replay(tmp_path, tmp_path / "d.jsonl")
+    assert done.returncode == 1
+    assert done.stderr.strip().startswith("croft: no trace files")
+    assert "Traceback" not in done.stderr
+
+
+def test_bad_framework_catalog_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    catalog = tmp_path / "frameworks.toml"
+    catalog.write_text('[[framework]]\nname = "x"\nexe = ["x"]\n\n[[framework]]\nexe = ["y"]\n')
+    out = tmp_path / "d" / "croft-dataset.jsonl"
+    done = replay(TRACES / "live", out, "--frameworks", str(catalog))
+    assert done.returncode == 1
+    assert "line 5" in done.stderr and str(catalog) in done.stderr
+    assert not out.exists()
+
+
+def test_user_catalog_names_the_workload(tmp_path: Path) -> None:
+    catalog = tmp_path / "frameworks.toml"
+    catalog.write_text('[[framework]]\nname = "fixture-burner"\ncmdline = ["    pass"]\n')
+    out = tmp_path / "croft-dataset.jsonl"
+    assert replay(TRACES / "live", out, "--frameworks", str(catalog)).returncode == 0
+    frameworks = {r["tgid"]: r["process"].get("framework") for r in rows_of(out)}
+    assert frameworks[PIDS["burn"]] == "fixture-burner"
+    assert frameworks[PIDS["write"]] is None
