@@ -1,0 +1,108 @@
+"""procfs and cgroupfs adapters on captured trees of each cgroup layout, on damaged copies, and on
+the live host with real processes that exit mid-read."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from croft.adapters.cgroupfs import CgroupFS
+from croft.adapters.procfs import ProcFS
+from croft.domain.procparse import parse_stat
+from croft.domain.snapshot import CgroupMembership
+
+PROCFS = Path(__file__).resolve().parents[2] / "fixtures" / "procfs"
+PIDS = orjson.loads((PROCFS / "hybrid" / "pids.json").read_bytes())
+CAPTURED = sorted(int(p.name) for p in (PROCFS / "hybrid" / "proc").iterdir())
+
+
+def everything(_: int, __: CgroupMembership) -> bool:
+    return True
+
+
+@pytest.mark.parametrize("layout", ["hybrid", "v2", "v1"])
+def test_each_layout_reads_the_same_numbers(layout: str) -> None:
+    samples, dropped = ProcFS(PROCFS / layout / "proc").scan(everything)
+    assert dropped == 0
+    assert [s.tgid for s in samples] == CAPTURED
+    burn = next(s for s in samples if s.tgid == PIDS["burn"])
+    raw = parse_stat((PROCFS / layout / "proc" / str(PIDS["burn"]) / "stat").read_bytes())
+    assert (burn.cpu_ticks, burn.start_ticks, burn.threads) == (raw.cpu_ticks, raw.start_ticks, raw.threads)
+    assert burn.exe.endswith("python3.11") and burn.cwd.startswith("/")
+    assert "libc.so.6" in burn.libraries
+    cgroupfs = CgroupFS(PROCFS / layout / "cgroup")
+    assert cgroupfs.layout == layout
+    (group,) = cgroupfs.read_all([burn.cgroups])
+    hybrid_procs, _ = ProcFS(PROCFS / "hybrid" / "proc").scan(everything)
+    (expected,) = CgroupFS(PROCFS / "hybrid" / "cgroup").read_all([hybrid_procs[0].cgroups])
+    assert group.cpu_usage_ns and expected.cpu_usage_ns
+    assert group.cpu_usage_ns // 1000 == expected.cpu_usage_ns // 1000  # v2 counts microseconds
+    assert group.memory_bytes == expected.memory_bytes and group.memory_bytes
+    assert (group.nr_periods, group.nr_throttled, group.oom_kills) == (
+        expected.nr_periods,
+        expected.nr_throttled,
+        expected.oom_kills,
+    )
+    if layout == "v1":
+        assert group.cpu_pressure_avg10 is None  # PSI lives in v2 only
+    else:
+        assert group.cpu_pressure_avg10 == expected.cpu_pressure_avg10 is not None
+
+
+def test_damaged_tree_drops_the_torn_and_the_vanished_pid_and_counts_them() -> None:
+    samples, dropped = ProcFS(PROCFS / "damaged" / "proc").scan(everything)
+    assert dropped == 2
+    assert {s.tgid for s in samples} == set(CAPTURED) - {PIDS["burn"], PIDS["idle"]}
+
+
+def test_unwanted_processes_are_not_read_in_full() -> None:
+    asked: list[int] = []
+
+    def only_alloc(tgid: int, _: CgroupMembership) -> bool:
+        asked.append(tgid)
+        return tgid == PIDS["alloc"]
+
+    samples, _ = ProcFS(PROCFS / "hybrid" / "proc").scan(only_alloc)
+    assert [s.tgid for s in samples] == [PIDS["alloc"]]
+    assert sorted(asked) == CAPTURED
+
+
+def test_live_host_reads_this_process() -> None:
+    samples, _ = ProcFS().scan(lambda tgid, _: tgid == os.getpid())
+    (me,) = samples
+    assert me.exe == os.path.realpath(sys.executable) or me.exe.startswith("/")
+    assert me.rss_bytes > 1 << 20 and me.threads >= 1 and me.cpu_ticks >= 0
+    assert me.runqueue_ns is not None and me.read_bytes is not None
+    (group,) = CgroupFS().read_all([me.cgroups])
+    assert group.cpu_usage_ns is not None and group.cpu_usage_ns > 0
+
+
+@pytest.mark.root
+def test_live_pid_that_exits_mid_read_is_dropped_and_counted() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("reading every process's files needs root")
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        killed = []
+
+        def kill_it_now(tgid: int, _: CgroupMembership) -> bool:
+            if tgid == child.pid:
+                child.kill()
+                child.wait()  # reaped: /proc/<pid> is gone before its status is read
+                killed.append(tgid)
+                return True
+            return False
+
+        samples, dropped = ProcFS().scan(kill_it_now)
+        assert killed == [child.pid]
+        assert dropped >= 1
+        assert child.pid not in {s.tgid for s in samples}
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
