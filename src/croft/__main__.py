@@ -1,3 +1,5 @@
-from croft.app.cli import entrypoint
+import sys
 
-entrypoint()
+from croft.app.cli import main
+
+sys.exit(main())
