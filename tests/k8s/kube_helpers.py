@@ -4,6 +4,7 @@ pods made Running by hand (there is no kubelet), and a stand-in collector /metri
 from __future__ import annotations
 
 import base64
+import contextlib
 import http.server
 import os
 import re
@@ -216,18 +217,12 @@ class ControlPlane:
 def host_ip() -> str | None:
     """This host's non-loopback IPv4 address (the API server's pod proxy refuses loopback targets)."""
     candidates: list[str] = []
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        try:
-            probe.connect(("192.0.2.1", 9))  # UDP connect sends nothing; it only picks a route
-            candidates.append(str(probe.getsockname()[0]))
-        except OSError:
-            pass
-    try:
-        candidates += [
-            str(info[4][0]) for info in socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET)
-        ]
-    except OSError:
-        pass
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe, contextlib.suppress(OSError):
+        probe.connect(("192.0.2.1", 9))  # UDP connect sends nothing; it only picks a route
+        candidates.append(str(probe.getsockname()[0]))
+    with contextlib.suppress(OSError):
+        infos = socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET)
+        candidates += [str(info[4][0]) for info in infos]
     usable = [a for a in candidates if not a.startswith("127.") and a != "0.0.0.0"]
     return usable[0] if usable else None
 
