@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench install clean bpf-setup k8s-setup
+.PHONY: run test lint bench install clean bpf-setup k8s-setup system-deps
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -34,7 +34,11 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-test: lint bpf-setup k8s-setup
+# Debian packages the tests need (pidstat, ...), root only.
+system-deps:
+	bash scripts/system-deps.sh
+
+test: lint bpf-setup k8s-setup system-deps
 	$(BIN)/pytest
 
 bench: $(STAMP) bpf-setup

@@ -40,7 +40,7 @@ WRITE = (
 IDLE = "import time\nwhile True:\n    time.sleep(3600)\n"
 
 
-class TestCgroup:
+class OwnCgroup:
     """A cgroup named `name` in every hierarchy croft reads; `cpu_quota_us` limits CPU per 100 ms
     period (v1 cfs_quota_us / v2 cpu.max) to make throttling visible."""
 
@@ -91,7 +91,7 @@ class TestCgroup:
                 except OSError:
                     time.sleep(0.1)
 
-    def __enter__(self) -> TestCgroup:
+    def __enter__(self) -> OwnCgroup:
         return self
 
     def __exit__(self, *_: object) -> None:

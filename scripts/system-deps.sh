@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Debian packages the tests use, installed once (idempotent; a no-op for what is already there, and
+# for non-root users, who then see the tests that need them skip). One package per line below:
+# append yours.
+set -euo pipefail
+PACKAGES=(
+    sysstat  # pidstat: the truth test of croft run's CPU, RSS, I/O and context switches
+)
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" -ne 0 ]; then
+    echo "system-deps: not root, not installing ${missing[*]}; the tests that need them will skip" >&2
+    exit 0
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get install -y --no-install-recommends "${missing[@]}" >/dev/null 2>&1 \
+    || { apt-get update >/dev/null && apt-get install -y --no-install-recommends "${missing[@]}" >/dev/null; }
