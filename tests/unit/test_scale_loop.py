@@ -1,0 +1,236 @@
+"""croft scale's shell (against hand-written fakes), its HTTP adapter, and replays of the fixtures."""
+
+from __future__ import annotations
+
+import io
+import json
+import socket
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from croft.adapters.kube import KubeClient, KubeDenied, KubeUnreachable
+from croft.app.scale_loop import ScaleLoop, Target
+from croft.domain.scale_record import decode_poll, replay
+from croft.domain.scaling import ScaleConfig
+from croft.errors import UserError
+from tests.unit.scale_helpers import CALLS_PER_REQUEST, cid, collector_body
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIG = ScaleConfig("sendto", CALLS_PER_REQUEST, 50)
+TARGET = Target("croft-exp", "webapp", "croft", "app.kubernetes.io/name=croft-collector", 9464)
+
+
+class Down(Exception):
+    pass
+
+
+class FakeCluster:
+    """One Deployment with one running pod, one collector; records every patch."""
+
+    def __init__(self) -> None:
+        self.replicas = 1
+        self.rps = 5.0
+        self.down = False
+        self.denied = False
+        self.scaled: list[int] = []
+        self.now_ms = 1_000_000
+
+    def deployment(self, namespace: str, name: str) -> Mapping[str, Any]:
+        if self.down:
+            raise Down("connection refused")
+        if self.denied:
+            raise KubeDenied("the Kubernetes API denied get deployment croft-exp/webapp (HTTP 403): grant it")
+        containers = [{"name": "web", "resources": {"limits": {"cpu": "1"}}}]
+        return {
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"replicas": self.replicas, "selector": {"matchLabels": {"app": name}},
+                     "template": {"spec": {"containers": containers}}},
+        }  # fmt: skip
+
+    def pods(self, namespace: str, selector: str) -> list[Mapping[str, Any]]:
+        if namespace == "croft":
+            return [{"metadata": {"name": "croft-a"}, "status": {"phase": "Running"}}]
+        status = {"containerStatuses": [{"containerID": f"containerd://{cid(1)}", "state": {"running": {}}}]}
+        return [{"metadata": {"name": "webapp-1"}, "status": status}]
+
+    def patch_scale(self, namespace: str, name: str, replicas: int) -> int:
+        self.scaled.append(replicas)
+        self.replicas = replicas
+        return replicas
+
+    def pod_metrics(self, namespace: str, pod: str, port: int, path: str = "metrics") -> str:
+        return collector_body(self.now_ms, {cid(1): self.rps * CALLS_PER_REQUEST})
+
+
+class FakeClock:
+    def __init__(self, cluster: FakeCluster) -> None:
+        self.cluster = cluster
+
+    def now_ms(self) -> int:
+        return self.cluster.now_ms
+
+    def sleep_until_ms(self, deadline_ms: int) -> bool:
+        self.cluster.now_ms = deadline_ms
+        return True
+
+
+def loop(
+    cluster: FakeCluster, dry_run: bool = False, record: io.StringIO | None = None
+) -> tuple[ScaleLoop, list[str]]:
+    lines: list[str] = []
+    scaler = ScaleLoop(
+        TARGET, CONFIG, cluster, cluster, FakeClock(cluster), dry_run=dry_run, log=lines.append,
+        record=record, unreachable=(Down,), denied=(KubeDenied,), fatal=(KubeDenied,),
+    )  # fmt: skip
+    return scaler, lines
+
+
+def test_a_burst_is_patched_once_after_two_polls() -> None:
+    cluster = FakeCluster()
+    cluster.rps = 75.0
+    scaler, lines = loop(cluster)
+    scaler.run(polls=4)
+    assert cluster.scaled == [6]
+    assert "decision=up" in lines[1]
+    assert len(lines) == 4
+
+
+def test_dry_run_never_patches() -> None:
+    cluster = FakeCluster()
+    cluster.rps = 75.0
+    scaler, lines = loop(cluster, dry_run=True)
+    scaler.run(polls=3)
+    assert cluster.scaled == []
+    assert lines[1].endswith("(dry run)")
+
+
+def test_an_unreachable_api_holds_and_breaks_the_streak() -> None:
+    cluster = FakeCluster()
+    cluster.rps = 75.0
+    scaler, lines = loop(cluster)
+    assert scaler.poll() is not None
+    cluster.down = True
+    assert scaler.poll() is None
+    cluster.down = False
+    decision = scaler.poll()
+    assert decision is not None and decision.action == "hold"
+    assert "decision=hold reason=api-unreachable: connection refused" in lines[1]
+    assert cluster.scaled == []
+
+
+def test_a_denied_verb_ends_the_run_as_a_user_error() -> None:
+    cluster = FakeCluster()
+    cluster.denied = True
+    scaler, _ = loop(cluster)
+    with pytest.raises(UserError, match=r"denied get deployment croft-exp/webapp \(HTTP 403\)"):
+        scaler.poll()
+
+
+def test_the_record_replays_to_the_same_decisions() -> None:
+    cluster = FakeCluster()
+    record = io.StringIO()
+    scaler, lines = loop(cluster, record=record)
+    for rps in (5.0, 75.0, 75.0, 75.0, 5.0):
+        cluster.rps = rps
+        scaler.run(polls=1)
+        cluster.now_ms += 2000
+    polls = [decode_poll(line) for line in record.getvalue().splitlines()]
+    replayed = [decision for _, decision in replay(polls, CONFIG)]
+    assert [d.action for d in replayed] == ["hold", "hold", "up", "hold", "hold"]
+    assert [line.split(" ", 1)[1] for line in lines][2].startswith(
+        "estimate_rps=75.00 desired=6 replicas=1->6"
+    )
+
+
+# -- the recorded fixtures -----------------------------------------------------------------------
+
+
+def fixture(name: str) -> tuple[list[Any], dict[str, Any]]:
+    text = (REPO / f"fixtures/scale/{name}.jsonl").read_text()
+    meta = json.loads((REPO / f"fixtures/scale/{name}.meta.json").read_text())
+    return [decode_poll(line) for line in text.splitlines()], meta
+
+
+def test_the_burst_fixture_scales_up_within_six_seconds_and_never_down_inside_it() -> None:
+    polls, meta = fixture("burst")
+    decisions = list(replay(polls, CONFIG))
+    onset, end = meta["burst_onset_ms"], meta["burst_end_ms"]
+    first_up = next(
+        p.observations.now_ms for p, d in decisions if d.action == "up" and p.observations.now_ms >= onset
+    )
+    assert first_up - onset <= 6000
+    assert not [p for p, d in decisions if d.action == "down" and onset <= p.observations.now_ms <= end]
+
+
+def test_the_outage_fixture_never_scales_down_on_incomplete_data() -> None:
+    polls, _ = fixture("outage")
+    decisions = list(replay(polls, CONFIG))
+    incomplete = [d for _, d in decisions if d.estimate is not None and not d.estimate.complete]
+    assert len(incomplete) >= 30  # the 30 s refusal and the 40 s stale poll
+    assert all(d.action != "down" for d in incomplete)
+    # The burst run scales down once the window has passed; in the outage run the stale polls near
+    # that moment count as "keep 6" in the window, so it has not scaled down when the trace ends.
+    assert any(d.action == "down" for _, d in replay(fixture("burst")[0], CONFIG))
+    assert all(d.action != "down" for _, d in decisions)
+
+
+def test_replay_cli_rejects_a_file_that_is_not_a_record(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"deployment": 1}\n')
+    croft = str(Path(sys.executable).parent / "croft")
+    args = ["--calls-per-request", "2", "--cpu-per-request-ms", "50"]
+    out = subprocess.run(
+        [croft, "scale", "--replay", str(bad), *args], capture_output=True, text=True, check=False
+    )
+    assert out.returncode == 1
+    assert out.stderr.startswith(f"croft: {bad}:1 is not a recorded poll")
+    both = [croft, "scale", "--replay", str(bad), "--record", str(bad), *args]
+    out = subprocess.run(both, capture_output=True, text=True, check=False)
+    expected = "croft: --record and --replay exclude each other: record a live run, then replay the file\n"
+    assert (out.returncode, out.stderr) == (1, expected)
+
+
+# -- the HTTP adapter ------------------------------------------------------------------------------
+
+
+def test_client_retries_5xx_with_backoff_then_succeeds() -> None:
+    answers = iter([503, 502, 200])
+    slept: list[float] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(next(answers), json={"metadata": {"name": "webapp"}, "message": "restarting"})
+
+    client = KubeClient("http://api", transport=httpx.MockTransport(handler), sleep=slept.append)
+    assert client.deployment("croft-exp", "webapp")["metadata"]["name"] == "webapp"
+    assert slept == [0.2, 0.4]
+    client.close()
+
+
+def test_client_names_a_denied_verb() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(403, json={"message": "forbidden"})
+
+    client = KubeClient("http://api", transport=httpx.MockTransport(handler), sleep=lambda _: None)
+    with pytest.raises(
+        KubeDenied, match=r"^the Kubernetes API denied patch deployments/scale croft-exp/webapp"
+    ):
+        client.patch_scale("croft-exp", "webapp", 3)
+    client.close()
+
+
+def test_client_gives_up_on_a_closed_port_with_one_sentence() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    client = KubeClient(f"http://127.0.0.1:{port}", sleep=lambda _: None)
+    with pytest.raises(
+        KubeUnreachable, match=rf"^cannot list pods in ns matching a=b through http://127.0.0.1:{port}"
+    ):
+        client.pods("ns", "a=b")
+    client.close()
