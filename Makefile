@@ -45,6 +45,7 @@ bench: $(STAMP) bpf-setup
 	$(BIN)/python benchmarks/readers.py
 	$(BIN)/python benchmarks/ebpf_overhead.py
 	$(BIN)/python benchmarks/rotation.py
+	$(BIN)/python benchmarks/scale.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -56,7 +56,7 @@ def with_gap(observations: Observations, kind: str) -> Observations:
         )
         broken = CollectorScrape(first.collector, now, body)
     elif kind == "garbled":
-        garbage = f'{names.CONTAINER_SYSCALL_RATE}{{container_id="x" 2\n'
+        garbage = f'{names.CONTAINER_SYSCALL_RATE}{{container_id="x",syscall="sendto" 2\n'
         broken = CollectorScrape(first.collector, now, (first.body or "") + garbage)
     elif kind == "no-series":
         extra = PodView("web-new", (cid(999),))

@@ -47,6 +47,13 @@ def test_names_filter_skips_other_metrics() -> None:
     assert [(s.name, s.value) for s in samples] == [("croft_rows_written_total", 12.0)]
 
 
+def test_containing_prefilters_lines_of_a_metric() -> None:
+    samples = parse_exposition(
+        TEXT, {"croft_container_syscall_rate"}, {"croft_container_syscall_rate": '"read"'}
+    )
+    assert [s.label("syscall") for s in samples] == ["read"]
+
+
 @pytest.mark.parametrize(
     ("line", "why"),
     [

@@ -111,20 +111,29 @@ def parse_line(line: str, line_no: int = 1) -> Sample:
     return Sample(name, labels, _parse_value(fields[0], line_no), timestamp_ms)
 
 
-def parse_exposition(text: str, names: Collection[str] | None = None) -> tuple[Sample, ...]:
-    """Every sample of `text`, in order; only those whose metric name is in `names` when given (the
-    other lines are still checked for a name, not parsed further). Raises `BadExposition`."""
+def parse_exposition(
+    text: str, names: Collection[str] | None = None, containing: Mapping[str, str] | None = None
+) -> tuple[Sample, ...]:
+    """Every sample of `text`, in order. With `names`, only samples of those metrics (other lines are
+    skipped unparsed); with `containing`, a line of metric `name` is parsed only if it contains
+    `containing[name]` as text (a cheap pre-filter: a caller wanting `syscall="sendto"` passes
+    `'"sendto"'`). Raises `BadExposition` for a malformed line it parses."""
     samples: list[Sample] = []
+    wanted = tuple(names) if names is not None else None
     for line_no, raw in enumerate(text.split("\n"), start=1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        if names is not None:
-            name_match = _NAME_RE.match(line)
-            if name_match is None:
-                raise BadExposition(f"line {line_no}: no metric name at the start")
-            if name_match.group(0) not in names:
+        line = raw.strip() if raw[:1].isspace() or raw[-1:].isspace() else raw
+        if wanted is not None:
+            if not line.startswith(wanted):
                 continue
+            name_match = _NAME_RE.match(line)
+            name = name_match.group(0) if name_match else ""
+            if name not in wanted:
+                continue
+            needle = containing.get(name) if containing else None
+            if needle is not None and needle not in line:
+                continue
+        elif not line or line.startswith("#"):
+            continue
         samples.append(parse_line(line, line_no))
     return tuple(samples)
 

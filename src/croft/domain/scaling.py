@@ -9,7 +9,7 @@
 - down: only when data is complete, the scaler has watched for a whole stabilization window, and
   every recommendation inside the window is below the current count (it scales to their maximum,
   as the HPA's scale-down stabilization does);
-- missing or stale data (a collector that did not answer or served garbage, a running container
+- missing or stale data (a collector that did not answer or garbled a series it reads, a running container
   with no series, a collector whose newest poll is older than two polls) makes the rate a lower
   bound: it may still confirm a scale-up (the true rate is at least as high) but it never scales
   down, and the window remembers such a poll as "keep the current count".
@@ -193,7 +193,7 @@ def estimate_rate(observations: Observations, config: ScaleConfig) -> Estimate:
             )
             continue
         try:
-            samples = parse_exposition(scrape.body, _WANTED)
+            samples = parse_exposition(scrape.body, _WANTED, {names.CONTAINER_SYSCALL_RATE: f'"{syscall}"'})
         except BadExposition as exc:
             gaps.append(f"collector {scrape.collector} served bad /metrics: {exc}")
             continue
