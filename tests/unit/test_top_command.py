@@ -1,0 +1,130 @@
+"""`croft top` as a command through a pipe: --once output, errors, and batch mode ending cleanly."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from croft.domain.codec import encode_row
+from tests.unit.top_rows import T0_MS, encode, poll, top_row
+
+LIVE = "croft-dataset.jsonl"
+
+
+def croft_top(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "croft", "top", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, **(env or {})},
+    )
+
+
+@pytest.fixture
+def dataset(tmp_path: Path) -> Path:
+    rows = [
+        *poll(T0_MS, 3),
+        top_row(41, T0_MS + 2000, comm="trainer", cpu_cores=3.5, workload="gpu-held"),
+        top_row(7, T0_MS + 2000, comm="loader", cpu_cores=0.25, container_id=None, cwd="/srv/etl"),
+        top_row(1234567, T0_MS + 2000, comm="a-very-long-process-name", cpu_cores=1.0),
+    ]
+    (tmp_path / LIVE).write_bytes(encode(rows))
+    return tmp_path
+
+
+def test_once_prints_a_tidy_table_and_exits_0(dataset: Path) -> None:
+    out = croft_top("--once", "--dataset", str(dataset / LIVE))
+    assert out.returncode == 0, out.stderr
+    assert out.stderr == ""
+    lines = out.stdout.splitlines()
+    assert re.fullmatch(
+        r"node \S+ · poll 2026-10-20 14:19:12 UTC \(\d+ d ago\) · 3 processes · 1 GPU holder", lines[0]
+    )
+    titles, *rows = lines[1:]
+    assert titles.split() == [
+        "CONTAINER",
+        "PID",
+        "COMM",
+        "FRAMEWORK",
+        "WORKLOAD",
+        "CPU%",
+        "RSS",
+        "BUSIEST",
+        "SYSCALLS",
+    ]
+    assert [row.split()[2] for row in rows] == ["trainer", "a-very-long-pr…", "loader"]
+    assert rows[2].startswith("host:/srv/etl ")
+    for line in lines:
+        assert line == line.rstrip()
+    pid_end = titles.index("PID") + len("PID")  # right-justified numbers end under their title
+    for row, pid in zip(rows, ["41", "1234567", "7"], strict=True):
+        assert row[pid_end - len(pid) : pid_end] == pid
+        assert row[pid_end - len(pid) - 1] == " "
+
+
+def test_the_dataset_comes_from_DATASET_PATH_too(dataset: Path) -> None:
+    out = croft_top("--once", env={"DATASET_PATH": str(dataset)})
+    assert out.returncode == 0, out.stderr
+    assert "trainer" in out.stdout
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (
+            None,
+            r"croft: \S+ does not exist; start `croft run`, or point --dataset \(DATASET_PATH\) at a dataset",
+        ),
+        (b"", r"croft: \S+ is empty: no poll has been written yet; start `croft run`, or point"),
+        (
+            encode_row(top_row(1))[:50],
+            r"croft: \S+ has no complete poll yet; wait for `croft run` to write one",
+        ),
+    ],
+)
+def test_no_poll_is_one_line_and_a_non_zero_exit(tmp_path: Path, content: bytes | None, message: str) -> None:
+    path = tmp_path / LIVE
+    if content is not None:
+        path.write_bytes(content)
+    out = croft_top("--once", "--dataset", str(path))
+    assert out.returncode == 1
+    assert re.fullmatch(message + r".*\n", out.stderr), out.stderr
+    assert out.stderr.count("\n") == 1
+    assert out.stdout == ""
+
+
+@pytest.mark.parametrize("interval", ["0", "-1", "nan"])
+def test_a_bad_interval_is_a_clear_error(dataset: Path, interval: str) -> None:
+    out = croft_top(f"--interval={interval}", "--dataset", str(dataset))
+    assert out.returncode == 1
+    assert out.stderr.startswith("croft: --interval must be a positive number of seconds, got ")
+    assert out.stderr.endswith("; try --interval 2\n")
+
+
+def test_batch_mode_reprints_every_interval_and_ends_cleanly_on_ctrl_c(dataset: Path) -> None:
+    """Not a terminal and no --once: a whole table every --interval, like `top -b`."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "croft", "top", "--interval", "0.2", "--dataset", str(dataset)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    headers = 0
+    for line in proc.stdout:
+        headers += line.startswith("node ")
+        if headers == 2:
+            break
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert headers == 2
+    assert proc.returncode == 0
+    assert "Traceback" not in err
