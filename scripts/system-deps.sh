@@ -5,6 +5,7 @@
 set -euo pipefail
 PACKAGES=(
     sysstat  # pidstat: the truth test of croft run's CPU, RSS, I/O and context switches
+    tmux     # croft top's terminal test drives the live table in a real tmux pane
 )
 missing=()
 for pkg in "${PACKAGES[@]}"; do
