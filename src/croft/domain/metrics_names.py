@@ -5,7 +5,8 @@ tests look them up here. Every value is a gauge of the newest poll unless its na
 (a counter since the collector started). Rates are per second over the last poll interval.
 
 Per container (label `container_id`: the 64-hex id of dataset.md, the same string a pod's
-`status.containerStatuses[].containerID` carries after its `containerd://` or `docker://` scheme):
+`status.containerStatuses[].containerID` carries after its `containerd://` or `docker://` scheme;
+empty for a watched host cgroup) and label `cgroup` (the container's cgroup path as rows write it):
 
 | name | labels | unit |
 | --- | --- | --- |
@@ -15,7 +16,9 @@ Per container (label `container_id`: the 64-hex id of dataset.md, the same strin
 | `croft_container_cpu_throttled_fraction` | container_id | share of the poll's CPU periods throttled, 0..1 |
 | `croft_container_pressure_avg10` | container_id, resource (cpu, memory, io) | PSI `some avg10`, percent |
 
-A container that was not seen in the newest poll disappears from the exposition (bounded cardinality).
+A container that was not seen in the newest poll disappears from the exposition (bounded cardinality);
+each container carries its busiest `SYSCALLS_PER_CONTAINER` syscalls by name and the rest summed
+under `syscall="other"` (see `croft.domain.metric_series`).
 
 The collector's own health:
 
@@ -27,6 +30,7 @@ The collector's own health:
 | `croft_rows_dropped_total` | rows dropped (sink backlog, encode errors) |
 | `croft_map_drops_total` | eBPF events lost (ring buffer or map full) |
 | `croft_compression_backlog_segments` | closed segments waiting to be compressed |
+| `croft_compression_failures_total` | segment compressions that failed (retried later) |
 
 `croft scale` needs `croft_container_syscall_rate` and `croft_last_poll_timestamp_seconds`: the latter
 tells it how old the collector's numbers are.
@@ -46,10 +50,14 @@ ROWS_WRITTEN_TOTAL = "croft_rows_written_total"
 ROWS_DROPPED_TOTAL = "croft_rows_dropped_total"
 MAP_DROPS_TOTAL = "croft_map_drops_total"
 COMPRESSION_BACKLOG_SEGMENTS = "croft_compression_backlog_segments"
+COMPRESSION_FAILURES_TOTAL = "croft_compression_failures_total"
 
 LABEL_CONTAINER_ID = "container_id"
 LABEL_SYSCALL = "syscall"
 LABEL_RESOURCE = "resource"
+LABEL_CGROUP = "cgroup"
+OTHER_SYSCALLS = "other"
+SYSCALLS_PER_CONTAINER = 24
 PRESSURE_RESOURCES: tuple[str, ...] = ("cpu", "memory", "io")
 
 HELP: dict[str, str] = {
@@ -64,6 +72,7 @@ HELP: dict[str, str] = {
     ROWS_DROPPED_TOTAL: "Rows dropped since the collector started.",
     MAP_DROPS_TOTAL: "eBPF events lost since the collector started.",
     COMPRESSION_BACKLOG_SEGMENTS: "Closed dataset segments waiting to be compressed.",
+    COMPRESSION_FAILURES_TOTAL: "Segment compressions that failed since the collector started.",
 }
 
 COLLECTOR_POLL_S = 2.0

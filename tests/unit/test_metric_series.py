@@ -1,0 +1,210 @@
+"""The series of /metrics from the newest poll: grouping, the syscall cap, stale and idle groups,
+health counters."""
+
+from __future__ import annotations
+
+import math
+
+import attrs
+from hypothesis import given
+from hypothesis import strategies as st
+
+from croft.domain import metrics_names as names
+from croft.domain.container import display_path, membership_container_id
+from croft.domain.exposition import Sample
+from croft.domain.kernel import KernelSample
+from croft.domain.metric_series import Health, MetricsMemory, series, top_syscalls
+from croft.domain.row import CgroupUsage, Process, Row, SyscallRate, Usage
+from croft.domain.snapshot import CgroupMembership, Poll
+from tests.unit.snapshot_builders import HOST, WATCHED, poll, proc
+
+OTHER_POD = CgroupMembership(unified="/kubepods/besteffort/pod99/" + "cd" * 32)
+HEALTH = Health(
+    poll_duration_s=0.125,
+    rows_written_total=40,
+    rows_dropped_total=2,
+    compression_backlog_segments=1,
+    compression_failures_total=3,
+)
+
+
+def usage(**changes: float) -> CgroupUsage:
+    base = CgroupUsage(
+        cpu_cores=1.5,
+        cpu_throttled_fraction=0.25,
+        memory_bytes=1 << 30,
+        oom_kills=0,
+        cpu_pressure_avg10=4.0,
+        memory_pressure_avg10=0.5,
+        io_pressure_avg10=0.0,
+    )
+    return attrs.evolve(base, **changes)
+
+
+def row(
+    membership: CgroupMembership,
+    tgid: int,
+    syscalls: dict[str, float],
+    cgroup_usage: CgroupUsage | None = None,
+    cgroup: str | None = None,
+) -> Row:
+    """A row as the core writes it for a process of `membership` (container id and cgroup derived
+    the same way)."""
+    return Row(
+        unix_ms=1_700_000_000_000,
+        tgid=tgid,
+        process=Process(
+            comm="web",
+            exe="/srv/web",
+            cgroup=cgroup if cgroup is not None else display_path(membership),
+            container_id=membership_container_id(membership),
+            cwd="/",
+        ),
+        workload="no-gpu",
+        usage=Usage(0.5, 1 << 20, 4, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0),
+        cgroup_usage=cgroup_usage or usage(),
+        syscalls=tuple(SyscallRate(n, r) for n, r in syscalls.items()),
+    )
+
+
+def by_name(samples: tuple[Sample, ...], name: str) -> list[Sample]:
+    return [s for s in samples if s.name == name]
+
+
+def value(samples: tuple[Sample, ...], name: str, **labels: str) -> float:
+    (found,) = [s for s in by_name(samples, name) if all(s.label(k) == v for k, v in labels.items())]
+    return found.value
+
+
+def one(current: Poll, rows: list[Row], memory: MetricsMemory | None = None) -> tuple[Sample, ...]:
+    return series(current, rows, HEALTH, memory or MetricsMemory())[0]
+
+
+def test_a_container_sums_its_processes_syscalls_and_labels_each_series() -> None:
+    current = poll(2, (proc(1), proc(2)))
+    cid = "ab" * 32
+    samples = one(
+        current, [row(WATCHED, 1, {"sendto": 100.0, "read": 5.0}), row(WATCHED, 2, {"sendto": 20.5})]
+    )
+    assert value(samples, names.CONTAINER_SYSCALL_RATE, container_id=cid, syscall="sendto") == 120.5
+    assert value(samples, names.CONTAINER_SYSCALL_RATE, container_id=cid, syscall="read") == 5.0
+    for sample in samples[:-7]:
+        assert sample.label(names.LABEL_CONTAINER_ID) == cid
+        assert sample.label(names.LABEL_CGROUP) == WATCHED.unified
+    assert value(samples, names.CONTAINER_CPU_CORES, container_id=cid) == 1.5
+    assert value(samples, names.CONTAINER_MEMORY_BYTES, container_id=cid) == float(1 << 30)
+    assert value(samples, names.CONTAINER_CPU_THROTTLED_FRACTION, container_id=cid) == 0.25
+    pressure = {
+        s.label(names.LABEL_RESOURCE): s.value for s in by_name(samples, names.CONTAINER_PRESSURE_AVG10)
+    }
+    assert pressure == {"cpu": 4.0, "memory": 0.5, "io": 0.0}
+
+
+def test_health_series_and_map_drops_accumulating() -> None:
+    memory = MetricsMemory()
+    for second, dropped in ((2, 3), (4, 0), (6, 4)):
+        current = attrs.evolve(poll(second, ()), kernel=KernelSample(dropped_entries=dropped))
+        samples, memory = series(current, [], HEALTH, memory)
+    assert value(samples, names.MAP_DROPS_TOTAL) == 7.0
+    assert value(samples, names.LAST_POLL_TIMESTAMP_SECONDS) == 1_700_000_006.0
+    assert value(samples, names.POLL_DURATION_SECONDS) == 0.125
+    assert value(samples, names.ROWS_WRITTEN_TOTAL) == 40.0
+    assert value(samples, names.ROWS_DROPPED_TOTAL) == 2.0
+    assert value(samples, names.COMPRESSION_BACKLOG_SEGMENTS) == 1.0
+    assert value(samples, names.COMPRESSION_FAILURES_TOTAL) == 3.0
+    assert not any(s.labels for s in samples)
+
+
+def test_a_host_cgroup_is_a_group_with_an_empty_container_id() -> None:
+    samples = one(poll(2, (proc(7, cgroups=HOST),)), [row(HOST, 7, {"write": 3.0})])
+    (rate,) = by_name(samples, names.CONTAINER_SYSCALL_RATE)
+    assert rate.label(names.LABEL_CONTAINER_ID) == ""
+    assert rate.label(names.LABEL_CGROUP) == HOST.unified
+
+
+def test_a_container_takes_the_gauges_of_its_own_shortest_cgroup() -> None:
+    nested = row(WATCHED, 2, {"read": 1.0}, usage(memory_bytes=5), cgroup=f"{WATCHED.unified}/worker")
+    samples = one(poll(2, (proc(1), proc(2))), [nested, row(WATCHED, 1, {"read": 2.0})])
+    assert value(samples, names.CONTAINER_MEMORY_BYTES) == float(1 << 30)
+    assert value(samples, names.CONTAINER_SYSCALL_RATE, syscall="read") == 3.0
+    assert {s.label(names.LABEL_CGROUP) for s in samples if s.labels} == {WATCHED.unified}
+
+
+def test_stale_containers_disappear() -> None:
+    first, memory = series(
+        poll(2, (proc(1), proc(2, cgroups=OTHER_POD))),
+        [row(WATCHED, 1, {"sendto": 1.0}), row(OTHER_POD, 2, {"sendto": 2.0})],
+        HEALTH,
+        MetricsMemory(),
+    )
+    assert {s.label(names.LABEL_CONTAINER_ID) for s in first if s.labels} == {"ab" * 32, "cd" * 32}
+    second, memory = series(poll(4, (proc(1),)), [row(WATCHED, 1, {"sendto": 1.0})], HEALTH, memory)
+    assert {s.label(names.LABEL_CONTAINER_ID) for s in second if s.labels} == {"ab" * 32}
+    third, _ = series(poll(6, ()), [], HEALTH, memory)
+    assert [s for s in third if s.labels] == []
+
+
+def test_an_idle_container_stays_with_zero_rates_and_its_last_memory() -> None:
+    busy = row(OTHER_POD, 2, {"sendto": 2.0}, usage(cpu_cores=0.8, memory_bytes=4096))
+    _, memory = series(poll(2, (proc(1), proc(2, cgroups=OTHER_POD))), [busy], HEALTH, MetricsMemory())
+    samples, memory = series(poll(4, (proc(1), proc(2, cgroups=OTHER_POD))), [], HEALTH, memory)
+    cid = "cd" * 32
+    assert by_name(samples, names.CONTAINER_SYSCALL_RATE) == []
+    assert value(samples, names.CONTAINER_CPU_CORES, container_id=cid) == 0.0
+    assert value(samples, names.CONTAINER_CPU_THROTTLED_FRACTION, container_id=cid) == 0.0
+    assert value(samples, names.CONTAINER_MEMORY_BYTES, container_id=cid) == 4096.0
+    later, _ = series(poll(6, (proc(1),)), [], HEALTH, memory)
+    assert [s for s in later if s.labels] == []
+
+
+def test_a_container_never_seen_with_a_row_is_not_served() -> None:
+    samples = one(poll(2, (proc(1),)), [])
+    assert [s for s in samples if s.labels] == []
+
+
+def test_syscalls_past_the_cap_are_summed_as_other() -> None:
+    calls = {f"call{i:02d}": float(100 - i) for i in range(30)}
+    samples = one(poll(2, (proc(1),)), [row(WATCHED, 1, calls)])
+    rates = {s.label(names.LABEL_SYSCALL): s.value for s in by_name(samples, names.CONTAINER_SYSCALL_RATE)}
+    assert len(rates) == names.SYSCALLS_PER_CONTAINER + 1
+    assert rates["call00"] == 100.0
+    assert "call24" not in rates
+    assert rates[names.OTHER_SYSCALLS] == sum(100.0 - i for i in range(24, 30))
+
+
+def test_a_syscall_named_other_never_makes_a_duplicate_series() -> None:
+    assert top_syscalls({"other": 1.0, "read": 2.0}, limit=1) == (("read", 2.0), ("other", 1.0))
+    assert top_syscalls({"other": 1.0, "read": 2.0, "x": 0.5}, limit=1) == (("read", 2.0), ("other", 1.5))
+
+
+@given(
+    st.dictionaries(
+        st.text(min_size=1, max_size=12),
+        st.floats(min_value=0, max_value=1e9, allow_nan=False, allow_infinity=False),
+        max_size=60,
+    ),
+    st.integers(min_value=0, max_value=30),
+)
+def test_top_syscalls_is_bounded_unique_and_keeps_the_total(totals: dict[str, float], limit: int) -> None:
+    got = top_syscalls(totals, limit)
+    labels = [name for name, _ in got]
+    assert len(got) <= limit + 1
+    assert len(set(labels)) == len(labels)
+    assert all(rate >= 0 for _, rate in got)
+    assert math.isclose(
+        sum(r for _, r in got), sum(totals.values()), rel_tol=1e-9, abs_tol=0.01 * (limit + 2)
+    )
+    kept = [rate for name, rate in got if name != names.OTHER_SYSCALLS]
+    assert kept == sorted(kept, reverse=True)
+
+
+@given(st.lists(st.sampled_from([WATCHED, OTHER_POD, HOST]), max_size=8), st.integers(1, 40))
+def test_series_never_repeat_a_label_set_and_stay_bounded(memberships: list, width: int) -> None:
+    procs = tuple(proc(i + 1, cgroups=m) for i, m in enumerate(memberships))
+    rows = [row(m, i + 1, {f"c{j}": 1.0 + j for j in range(width)}) for i, m in enumerate(memberships)]
+    samples = one(poll(2, procs), rows)
+    keys = [(s.name, s.labels) for s in samples]
+    assert len(keys) == len(set(keys))
+    groups = len(set(memberships))
+    per_group = min(width, names.SYSCALLS_PER_CONTAINER) + (width > names.SYSCALLS_PER_CONTAINER) + 6
+    assert len(samples) == groups * per_group + 7
