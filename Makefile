@@ -45,6 +45,7 @@ bench: $(STAMP) bpf-setup
 	$(BIN)/python benchmarks/readers.py
 	$(BIN)/python benchmarks/ebpf_overhead.py
 	$(BIN)/python benchmarks/rotation.py
+	$(BIN)/python benchmarks/collector.py
 	$(BIN)/python benchmarks/scale.py
 
 clean:

@@ -8,6 +8,7 @@ host in the v2 tree only. Children join every one of them before they exec.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -78,11 +79,16 @@ class OwnCgroup:
         return child
 
     def close(self) -> None:
-        """Stop every child and remove the cgroup directories."""
+        """Stop every child and every process left in the cgroup, and remove its directories."""
         for child in self.children:
             if child.poll() is None:
                 child.send_signal(signal.SIGKILL)
             child.wait()
+        for directory in self.dirs:
+            procs = directory / "cgroup.procs"
+            for pid in procs.read_text().split() if procs.exists() else ():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), signal.SIGKILL)
         for directory in self.dirs:
             for _ in range(50):
                 try:

@@ -48,8 +48,15 @@ class LiveSource:
         gpu_tgids = set(kernel.gpu_ioctls) | set(gpu.memory_bytes)
         watch = self._watch
 
+        verdicts: dict[CgroupMembership, bool] = {}
+
         def wanted(tgid: int, membership: CgroupMembership) -> bool:
-            return worth_reading(tgid, membership, watch, gpu_tgids)
+            if tgid in gpu_tgids:
+                return True
+            verdict = verdicts.get(membership)
+            if verdict is None:
+                verdict = verdicts[membership] = worth_reading(tgid, membership, watch, gpu_tgids)
+            return verdict
 
         processes, dropped = self._procfs.scan(wanted)
         cgroups = self._cgroupfs.read_all(p.cgroups for p in processes)

@@ -5,7 +5,10 @@ Per pid and poll croft reads `stat` (every pid: it carries the start time that t
 and, for the processes worth reading, `status`, `io` and `schedstat`. What does not change for a
 pid + start time is cached: exe, cwd, cmdline and cgroup membership are re-read every
 `refresh_every` polls (a process can be moved between cgroups or chdir); the mapped libraries are
-re-read when the virtual size changed, at most every `maps_every` polls. A pid that exits between
+re-read when the virtual size changed, at most every `maps_every` polls. A single-threaded process
+whose `stat` and `schedstat` are byte for byte what they were is known not to have run since the
+last poll (schedstat counts every time slice it got), so its previous sample is returned as it was,
+without reading `status` and `io` again. A pid that exits between
 listing and reading, or whose file is torn, is dropped for that poll and counted, never an error.
 
 Paths are plain strings joined by hand: this runs for thousands of pids every 2 s.
@@ -20,6 +23,7 @@ from pathlib import Path
 import attrs
 
 from croft.domain.procparse import (
+    Stat,
     Unparsable,
     parse_cgroup_membership,
     parse_cmdline,
@@ -99,6 +103,8 @@ class ProcFS:
         self._page_size = os.sysconf("SC_PAGE_SIZE")
         self._static: dict[int, _Static] = {}
         self._maps: dict[int, _Maps] = {}
+        self._unchanged: dict[int, tuple[bytes, Stat, bytes, ProcessSample | None]] = {}
+        self._memberships: dict[bytes, CgroupMembership] = {}
         self._poll = 0
 
     @property
@@ -133,10 +139,13 @@ class ProcFS:
             alive = set(listed)
             self._static = {pid: s for pid, s in self._static.items() if pid in alive}
             self._maps = {pid: m for pid, m in self._maps.items() if pid in alive}
+            self._unchanged = {pid: u for pid, u in self._unchanged.items() if pid in alive}
 
     def _sample(self, pid: int, wanted: Wanted) -> ProcessSample | None:
         base = f"{self._root}/{pid}/"
-        stat = parse_stat(read_bytes(base + "stat"))
+        stat_bytes = read_bytes(base + "stat")
+        last = self._unchanged.get(pid)
+        stat = last[1] if last is not None and last[0] == stat_bytes else parse_stat(stat_bytes)
         static = self._static.get(pid)
         if (
             static is None
@@ -149,12 +158,32 @@ class ProcFS:
                 exe=_readlink(base + "exe"),
                 cwd=_readlink(base + "cwd"),
                 cmdline=parse_cmdline(read_bytes(base + "cmdline")),
-                cgroups=parse_cgroup_membership(read_bytes(base + "cgroup")),
+                cgroups=self._membership(read_bytes(base + "cgroup")),
             )
             self._static[pid] = static
         device_fds = self._gpu_fds(base) if self._gpu_prefixes else 0
         if device_fds == 0 and not wanted(pid, static.cgroups):
+            self._unchanged[pid] = (stat_bytes, stat, b"", None)
             return None
+        try:
+            schedstat_bytes = read_bytes(base + "schedstat")
+            runqueue: int | None = parse_schedstat(schedstat_bytes)
+        except FileNotFoundError:
+            schedstat_bytes, runqueue = b"", None  # kernel without CONFIG_SCHED_INFO
+            if not os.path.isdir(base):  # noqa: PTH112 - or the pid is gone
+                raise
+        if last is not None and stat.threads == 1 and schedstat_bytes:
+            _, _, last_schedstat, last_sample = last
+            if (
+                last_sample is not None
+                and last[0] == stat_bytes
+                and last_schedstat == schedstat_bytes
+                and last_sample.cgroups is static.cgroups
+                and last_sample.exe is static.exe
+                and last_sample.cwd is static.cwd
+                and last_sample.gpu_device_fds == device_fds
+            ):
+                return last_sample
         voluntary, involuntary = parse_status_ctxt(read_bytes(base + "status"))
         read: int | None
         written: int | None
@@ -162,13 +191,7 @@ class ProcFS:
             read, written = parse_io(read_bytes(base + "io"))
         except PermissionError:
             read = written = None
-        try:
-            runqueue: int | None = parse_schedstat(read_bytes(base + "schedstat"))
-        except FileNotFoundError:
-            runqueue = None  # kernel without CONFIG_SCHED_INFO; the pid itself is still there
-            if not os.path.isdir(base):  # noqa: PTH112
-                raise
-        return ProcessSample(
+        sample = ProcessSample(
             tgid=pid,
             comm=stat.comm,
             exe=static.exe,
@@ -187,6 +210,18 @@ class ProcFS:
             libraries=self._libraries(pid, base, stat.start_ticks, stat.vsize_bytes),
             gpu_device_fds=device_fds,
         )
+        self._unchanged[pid] = (stat_bytes, stat, schedstat_bytes, sample)
+        return sample
+
+    def _membership(self, data: bytes) -> CgroupMembership:
+        """The parsed /proc/<pid>/cgroup, one shared object per distinct content, so processes of
+        one cgroup share it and lookups by it are cheap."""
+        membership = self._memberships.get(data)
+        if membership is None:
+            if len(self._memberships) > 100_000:
+                self._memberships.clear()
+            membership = self._memberships[data] = parse_cgroup_membership(data)
+        return membership
 
     def _libraries(self, pid: int, base: str, start_ticks: int, vsize_bytes: int) -> tuple[str, ...]:
         cached = self._maps.get(pid)

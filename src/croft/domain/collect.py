@@ -67,21 +67,43 @@ def rows(
 
     out: list[Row] = []
     remembered: dict[int, ProcessState] = {}
+    watched_memo: dict[CgroupMembership, bool] = {}
+    active = set(current.kernel.syscalls) | set(current.kernel.gpu_ioctls) | set(current.gpu.memory_bytes)
     no_rate = 0
     for sample in sorted(current.processes, key=lambda p: p.tgid):
         known = state.processes.get(sample.tgid)
         if known is None or known.start_ticks != sample.start_ticks:
             known = ProcessState(start_ticks=sample.start_ticks)
-        rates = ProcessRates.new(sample, before.get(sample.tgid), interval_ns, current.ticks_per_s)
         cgroup = cgroups_now.get(sample.cgroups)
         if sample.cgroups not in cgroup_rates:
             cgroup_rates[sample.cgroups] = _cgroup_rates(cgroup, cgroups_before, interval_ns)
+            watched_memo[sample.cgroups] = watched(sample.cgroups, config.watch)
         group_rates = cgroup_rates[sample.cgroups]
+        last = before.get(sample.tgid)
+        if (
+            group_rates is not None
+            and last is not None
+            and (last is sample or last == sample)
+            and sample.tgid not in active
+            and sample.gpu_device_fds == 0
+            and (known.gpu is None or not known.gpu.holding)
+            and not (
+                watched_memo[sample.cgroups]
+                and due(True, poll_index, known.last_written_poll, config.idle_every)
+            )
+        ):
+            # Nothing moved and nothing is due: the full path would write no row and change no
+            # state, so skip it (thousands of idle processes per poll).
+            remembered[sample.tgid] = known
+            continue
+        rates = ProcessRates.new(sample, last, interval_ns, current.ticks_per_s)
         if rates is None or group_rates is None:
             no_rate += 1
             remembered[sample.tgid] = known
             continue
-        row, known = _row(sample, rates, cgroup, group_rates, current, interval_ns, known, poll_index, config)
+        row, known = _row(
+            sample, rates, cgroup, group_rates, current, interval_ns, known, poll_index, config, watched_memo
+        )
         remembered[sample.tgid] = known
         if row is not None:
             out.append(row)
@@ -114,6 +136,7 @@ def _row(
     known: ProcessState,
     poll_index: int,
     config: CollectorConfig,
+    watched_memo: Mapping[CgroupMembership, bool],
 ) -> tuple[Row | None, ProcessState]:
     tgid = sample.tgid
     kernel = current.kernel
@@ -128,8 +151,7 @@ def _row(
     idle = rates.cpu_ticks == 0 and not any(counts.values())
     holding = reading.workload != "no-gpu"
     write = holding or (
-        watched(sample.cgroups, config.watch)
-        and due(idle, poll_index, known.last_written_poll, config.idle_every)
+        watched_memo[sample.cgroups] and due(idle, poll_index, known.last_written_poll, config.idle_every)
     )
     framework_key = (sample.exe, sample.cmdline, sample.libraries)
     if known.framework_key != framework_key:

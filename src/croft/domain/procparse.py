@@ -68,7 +68,7 @@ def parse_status_ctxt(data: bytes) -> tuple[int, int]:
 def _status_field(data: bytes, key: bytes) -> int:
     start = data.find(key)
     if start < 0:
-        raise Unparsable(f"status has no {key.strip().decode()} line")
+        raise Unparsable(f"no {key.strip().decode()} line")
     end = data.find(b"\n", start + len(key))
     return _int_after_colon(data[start + 1 : end if end >= 0 else len(data)])
 
@@ -82,11 +82,7 @@ def _int_after_colon(line: bytes) -> int:
 
 def parse_io(data: bytes) -> tuple[int, int]:
     """(read_bytes, write_bytes) of storage I/O from /proc/<pid>/io."""
-    values = parse_flat_keyed(data, sep=b":")
-    try:
-        return values["read_bytes"], values["write_bytes"]
-    except KeyError as exc:
-        raise Unparsable(f"io has no {exc.args[0]} line") from exc
+    return _status_field(data, b"\nread_bytes:"), _status_field(data, b"\nwrite_bytes:")
 
 
 def parse_schedstat(data: bytes) -> int:

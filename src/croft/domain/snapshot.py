@@ -20,7 +20,7 @@ class Instant:
     monotonic_ns: int
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)
 class CgroupMembership:
     """Where a process sits, from /proc/<pid>/cgroup: the v2 path (the `0::` line; None on a pure v1
     host) and the v1 path of each controller, as sorted (controller, path) pairs. Paths start with

@@ -1,0 +1,123 @@
+"""croft's CPU time per poll beside a bare loop that only reads the same /proc files (root).
+
+For N idle processes (100, 1000, 3000) in a watched cgroup of their own, both sides poll the same
+pids back to back, interleaved, and their CPU time (user + system of this process) is compared:
+
+- croft: one whole poll through the real shell and core: list /proc, stat of every pid, the
+  watched pids' status/io/schedstat, cgroupfs, the core's rows, encoding, appending to a file
+  (eBPF and NVML are left out: their cost is measured by benchmarks/ebpf_overhead.py);
+- bare: open+read+close of stat, status, io and schedstat for the N pids, nothing parsed.
+
+Goals: ratio <= 1.3 at every N; under 2 % of one core at 2 s polls for 1000 processes.
+
+    sudo .venv/bin/python benchmarks/collector.py [--polls 10] [--sizes 100,1000,3000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from tests.integration.workload import OwnCgroup  # noqa: E402
+
+from croft.adapters.cgroupfs import CgroupFS  # noqa: E402
+from croft.adapters.plain_sink import PlainAppendSink  # noqa: E402
+from croft.adapters.poller import LiveSource, UnavailableGpu, UnavailableKernel  # noqa: E402
+from croft.adapters.procfs import ProcFS  # noqa: E402
+from croft.app.bootstrap import load_catalog  # noqa: E402
+from croft.app.collector import Pipeline  # noqa: E402
+from croft.domain.collect import CollectorConfig  # noqa: E402
+from croft.domain.frameworks import Matcher  # noqa: E402
+from croft.domain.snapshot import Instant  # noqa: E402
+
+POLL_S = 2.0
+BARE_FILES = ("stat", "status", "io", "schedstat")
+
+
+def start_idle(group: OwnCgroup, count: int) -> list[int]:
+    """`count` idle `sleep` processes inside `group`, forked by one shell that joined it."""
+    script = f"for i in $(seq {count}); do sleep 100000 & done; echo started; wait"
+    shell = subprocess.Popen(
+        ["sh", "-c", script],
+        preexec_fn=group._join,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    group.children.append(shell)  # type: ignore[arg-type]
+    assert shell.stdout is not None
+    shell.stdout.readline()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        pids = [int(p) for p in (group.dirs[0] / "cgroup.procs").read_text().split()]
+        if len(pids) >= count + 1:
+            return [pid for pid in pids if pid != shell.pid]
+        time.sleep(0.1)
+    raise SystemExit(f"only {len(pids)} of {count} processes started")
+
+
+def bare_poll(pids: list[int]) -> None:
+    for pid in pids:
+        for name in BARE_FILES:
+            try:
+                fd = os.open(f"/proc/{pid}/{name}", os.O_RDONLY)
+            except FileNotFoundError:
+                continue
+            try:
+                os.read(fd, 65536)
+            finally:
+                os.close(fd)
+
+
+def measure(size: int, polls: int) -> tuple[float, float]:
+    """(croft CPU s per poll, bare CPU s per poll) for `size` idle processes."""
+    with OwnCgroup(f"croft-bench-{os.getpid()}") as group, tempfile.TemporaryDirectory() as tmp:
+        pids = start_idle(group, size)
+        watch = (group.name,)
+        source = LiveSource(ProcFS(), CgroupFS(), UnavailableKernel(), UnavailableGpu(), watch)
+        config = CollectorConfig(watch=watch, matcher=Matcher(load_catalog(None)))
+        pipeline = Pipeline(config, PlainAppendSink(Path(tmp) / "croft-dataset.jsonl"))
+        croft_cpu = bare_cpu = 0.0
+        clock_ns = time.monotonic_ns()
+        for index in range(polls + 1):
+            clock_ns += int(POLL_S * 1e9)  # the core sees 2 s between polls, as in production
+            at = Instant(unix_ms=clock_ns // 1_000_000, monotonic_ns=clock_ns)
+            t0 = time.process_time()
+            pipeline.feed(source.poll(at))
+            t1 = time.process_time()
+            bare_poll(pids)
+            t2 = time.process_time()
+            if index > 0:  # the first poll fills the caches once per pid + start time
+                croft_cpu += t1 - t0
+                bare_cpu += t2 - t1
+        pipeline.close()
+        return croft_cpu / polls, bare_cpu / polls
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--polls", type=int, default=10)
+    parser.add_argument("--sizes", default="100,1000,3000")
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        print("benchmarks/collector.py: skipped, needs root (cgroups, every /proc file)")
+        return
+    print(f"collector CPU per poll, {args.polls} polls each, eBPF/NVML left out; goal ratio <= 1.3")
+    print(f"{'processes':>9} {'croft ms':>9} {'bare ms':>8} {'ratio':>6} {'croft % core @2s':>17}")
+    for size in (int(s) for s in args.sizes.split(",")):
+        croft, bare = measure(size, args.polls)
+        print(
+            f"{size:>9} {croft * 1e3:>9.2f} {bare * 1e3:>8.2f} {croft / bare:>6.2f} "
+            f"{100 * croft / POLL_S:>16.2f}%"
+        )
+
+
+if __name__ == "__main__":
+    main()
