@@ -14,6 +14,7 @@ from croft.domain.top import (
     busiest_syscalls,
     container_cell,
     cpu_percent,
+    fit_items,
     human_bytes,
     human_rate,
     truncate,
@@ -85,6 +86,23 @@ def test_busiest_syscalls_are_the_top_three_by_rate_without_idle_ones() -> None:
     )
     assert busiest_syscalls(top_row(1, syscalls=calls)) == "epoll_wait 1.2k/s  futex 282/s  close 12/s"
     assert busiest_syscalls(top_row(1, syscalls=(SyscallRate("ioctl", 0.0),))) == ""
+
+
+def test_a_list_cell_keeps_whole_items_that_fit() -> None:
+    cell = "newfstatat 1.1k/s  munmap 287/s  io_uring_enter 207/s"
+    assert fit_items(cell, 200) == cell
+    assert fit_items(cell, len(cell)) == cell
+    assert fit_items(cell, 40) == "newfstatat 1.1k/s  munmap 287/s  …"
+    assert fit_items(cell, 25) == "newfstatat 1.1k/s  …"
+    assert fit_items(cell, 12) == "newfstatat …"
+
+
+@given(st.lists(st.text(alphabet="abc 1/.", min_size=1, max_size=12), max_size=5), st.integers(1, 60))
+def test_a_fitted_cell_never_exceeds_its_width(items: list[str], width: int) -> None:
+    cell = "  ".join(items)
+    fitted = fit_items(cell, width)
+    assert len(fitted) <= width
+    assert fitted == cell or fitted.endswith("…")
 
 
 def test_units() -> None:

@@ -85,11 +85,16 @@ def _table(snapshot: TopSnapshot, now_ms: int, max_rows: int | None) -> TopTable
     return build_table(snapshot.polls, now_ms, max_rows)
 
 
-def _view(snapshot: TopSnapshot | str, now_ms: int, max_rows: int | None, styled: bool) -> RenderableType:
-    """The header, the notes and the table; `max_rows` None shows every process."""
+def _view(
+    snapshot: TopSnapshot | str, now_ms: int, *, max_rows: int | None, width: int | None, styled: bool
+) -> RenderableType:
+    """The header, the notes and the table; `max_rows` None shows every process. In `width`
+    characters the last column (the syscalls) ends in an ellipsis where it does not fit."""
     from rich.console import Group
     from rich.table import Table
     from rich.text import Text
+
+    from croft.domain.top import fit_items
 
     if isinstance(snapshot, str) or not snapshot.polls:
         return Text(snapshot if isinstance(snapshot, str) else WAITING)
@@ -106,16 +111,27 @@ def _view(snapshot: TopSnapshot | str, now_ms: int, max_rows: int | None, styled
         show_edge=False,
         header_style="bold reverse" if styled else "",
     )
-    for column in table.columns:
+    # Cells come truncated to their column's width: each column is as wide as its widest cell,
+    # and only the last one (the syscalls) gives way on a narrow terminal.
+    widths = [
+        max([len(column.title), *(len(row.cells[index]) for row in table.rows)])
+        for index, column in enumerate(table.columns)
+    ]
+    if width is not None:
+        widths[-1] = max(
+            min(widths[-1], width - sum(widths[:-1]) - len(widths[:-1])), len(table.columns[-1].title)
+        )
+    for column, column_width in zip(table.columns, widths, strict=True):
         grid.add_column(
             column.title,
             justify="right" if column.justify == "right" else "left",
-            max_width=column.max_chars,
+            width=column_width,
             no_wrap=True,
             overflow="ellipsis",
         )
     for row in table.rows:
-        grid.add_row(*row.cells, style="green" if styled and row.gpu else None)
+        *fixed, items = row.cells
+        grid.add_row(*fixed, fit_items(items, widths[-1]), style="green" if styled and row.gpu else None)
     lines.append(grid)
     if len(table.rows) < table.total_rows:
         lines.append(Text(f"{len(table.rows)} of {table.total_rows} processes shown, busiest CPU first"))
@@ -124,10 +140,10 @@ def _view(snapshot: TopSnapshot | str, now_ms: int, max_rows: int | None, styled
 
 def _print(console: Console, snapshot: TopSnapshot, now_ms: int, styled: bool) -> None:
     if styled:
-        console.print(_view(snapshot, now_ms, None, styled))
+        console.print(_view(snapshot, now_ms, max_rows=None, width=console.width, styled=True))
         return
     with console.capture() as captured:
-        console.print(_view(snapshot, now_ms, None, styled))
+        console.print(_view(snapshot, now_ms, max_rows=None, width=None, styled=False))
     # rich pads every line to the table's width; a pipe gets the lines without trailing spaces
     console.file.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
     console.file.flush()
@@ -161,7 +177,7 @@ def _live(
 
     def view(current: TopSnapshot | str) -> RenderableType:
         rows_fit = max(console.size.height - 4 - (0 if isinstance(current, str) else len(current.notes)), 1)
-        return _view(current, clock.now().unix_ms, rows_fit, styled=True)
+        return _view(current, clock.now().unix_ms, max_rows=rows_fit, width=console.size.width, styled=True)
 
     current: TopSnapshot | str = snapshot
     with Keys() as keys, Live(view(current), console=console, screen=True, auto_refresh=False) as live:

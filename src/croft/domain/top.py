@@ -18,6 +18,7 @@ from croft.domain.row import GPU_WORKLOADS, Row
 SHORT_ID_CHARS = 12
 BUSIEST_SYSCALLS = 3
 ELLIPSIS = "…"
+ITEM_SEP = "  "  # between the busiest syscalls of one cell
 
 
 @attrs.frozen
@@ -139,7 +140,24 @@ def busiest_syscalls(row: Row, count: int = BUSIEST_SYSCALLS) -> str:
     """The `count` syscalls with the highest rate this poll as "name rate/s", busiest first (ties
     by name); syscalls with a zero rate are left out."""
     busy = sorted((s for s in row.syscalls if s.rate_per_sec > 0), key=lambda s: (-s.rate_per_sec, s.name))
-    return "  ".join(f"{truncate(s.name, 20)} {human_rate(s.rate_per_sec)}/s" for s in busy[:count])
+    return ITEM_SEP.join(f"{truncate(s.name, 20)} {human_rate(s.rate_per_sec)}/s" for s in busy[:count])
+
+
+def fit_items(cell: str, max_chars: int) -> str:
+    """A list cell (items joined by two spaces) in at most `max_chars`: as many whole items as fit,
+    then an ellipsis for the rest; a first item too long by itself is cut."""
+    if len(cell) <= max_chars:
+        return cell
+    items = cell.split(ITEM_SEP)
+    kept = items[0]
+    if len(kept) + len(ITEM_SEP) + 1 > max_chars:
+        return truncate(cell, max_chars)
+    for item in items[1:]:
+        longer = kept + ITEM_SEP + item
+        if len(longer) + len(ITEM_SEP) + 1 > max_chars:
+            break
+        kept = longer
+    return kept + ITEM_SEP + ELLIPSIS
 
 
 def utc_time(unix_ms: int) -> str:

@@ -1,0 +1,230 @@
+"""`croft top` driven for real in terminals: `--once` in a pty, the live table in a tmux pane that
+follows new polls as they are appended and ends cleanly on q and on Ctrl-C."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pty
+import re
+import select
+import shlex
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import termios
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from tests.unit.top_rows import append, encode, top_row
+
+from croft.domain.codec import encode_row
+from croft.domain.row import Row
+
+pytestmark = pytest.mark.slow
+LIVE = "croft-dataset.jsonl"
+COLS, LINES = 100, 40
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][0-9A-Za-z]|\x1b[=>]")
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def busy_poll(unix_ms: int, comm: str, count: int = 3) -> list[Row]:
+    return [
+        top_row(
+            500 + i, unix_ms, comm=comm, cpu_cores=2.0 - 0.5 * i, workload="gpu-held" if i == 0 else "no-gpu"
+        )
+        for i in range(count)
+    ]
+
+
+def assert_aligned(screen: str) -> None:
+    """The column titles are on one line and every row's PID ends under the PID title."""
+    lines = screen.splitlines()
+    titles = next(line for line in lines if line.lstrip().startswith("CONTAINER"))
+    pid_end = titles.index("PID") + len("PID")
+    rows = lines[lines.index(titles) + 1 :]
+    rows = [row for row in rows if re.match(r"\S{12} +\d+ ", row)]
+    assert rows, screen
+    for row in rows:
+        assert len(row) <= COLS
+        if "clock_nanosleep" in row:  # cut between whole syscalls, not by the terminal's edge
+            assert row.endswith("clock_nanosleep 9.0k/s  io_uring_enter 800/s  …"), row
+        assert row[pid_end - 1].isdigit() and (len(row) == pid_end or row[pid_end] == " "), row
+
+
+# --- a pty: --once -----------------------------------------------------------------------------
+
+
+def run_in_pty(argv: list[str], timeout_s: float = 60) -> tuple[int, str]:
+    """Run `argv` with a 100x40 pseudo-terminal as stdin, stdout and stderr; its exit status and
+    everything it wrote."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", LINES, COLS, 0, 0))
+    env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": str(COLS), "LINES": str(LINES)}
+    env.pop("NO_COLOR", None)
+    proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True)
+    os.close(slave)
+    out = bytearray()
+    deadline = time.monotonic() + timeout_s
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.5)
+            if ready:
+                try:
+                    data = os.read(master, 65536)
+                except OSError:  # EIO: the last writer closed the terminal
+                    break
+                if not data:
+                    break
+                out += data
+            elif proc.poll() is not None:
+                break
+        return proc.wait(timeout=max(deadline - time.monotonic(), 1)), out.decode("utf-8", "replace")
+    finally:
+        os.close(master)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_once_in_a_terminal_prints_a_styled_aligned_table(tmp_path: Path) -> None:
+    stamp = now_ms()
+    (tmp_path / LIVE).write_bytes(encode(busy_poll(stamp - 2000, "previous") + busy_poll(stamp, "trainer")))
+    status, raw = run_in_pty([sys.executable, "-m", "croft", "top", "--once", "--dataset", str(tmp_path)])
+    screen = ANSI.sub("", raw).replace("\r\n", "\n")
+    assert status == 0, screen
+    assert "\x1b[" in raw, "a terminal gets a styled table"
+    assert re.search(
+        r"node \S+ · poll \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(\d+\.\d s ago\) · 3 processes · 1 GPU", screen
+    )
+    assert screen.count("trainer") == 3
+    assert "previous" not in screen
+    assert "Traceback" not in screen
+    assert_aligned(screen)
+
+
+# --- tmux: the live table ----------------------------------------------------------------------
+
+
+class Tmux:
+    """One private tmux server (its own socket) with one 100x40 session."""
+
+    def __init__(self, directory: Path) -> None:
+        self.socket = directory / "tmux.sock"
+        self.conf = directory / "tmux.conf"
+        self.conf.write_text("set -g remain-on-exit on\nset -g status off\nset -g history-limit 100\n")
+
+    def __call__(self, *args: str) -> subprocess.CompletedProcess[str]:
+        env = {k: v for k, v in os.environ.items() if k != "TMUX"}
+        return subprocess.run(
+            ["tmux", "-S", str(self.socket), "-f", str(self.conf), *args],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+            env=env,
+        )
+
+    def start(self, command: list[str]) -> subprocess.CompletedProcess[str]:
+        line = "env TERM=tmux-256color " + shlex.join(command)
+        return self("new-session", "-d", "-s", "top", "-x", str(COLS), "-y", str(LINES), line)
+
+    def screen(self) -> str:
+        return self("capture-pane", "-p", "-t", "top").stdout
+
+    def wait_for(self, what: str, ready: Callable[[str], bool], timeout_s: float = 45) -> str:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            screen = self.screen()
+            if ready(screen):
+                return screen
+            if time.monotonic() > deadline:
+                pytest.fail(f"timed out waiting for {what}; the pane shows:\n{screen}")
+            time.sleep(0.1)
+
+
+@pytest.fixture
+def tmux() -> Iterator[Tmux]:
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is not installed; `make test` installs it through scripts/system-deps.sh")
+    directory = Path(tempfile.mkdtemp(prefix="croft-tmux-"))  # short: a socket path has 108 bytes
+    server = Tmux(directory)
+    try:
+        yield server
+    finally:
+        server("kill-server")
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+# The pane runs croft top under this small parent, which writes its exit status to a file (tmux
+# itself sometimes reports a pane dead before it has reaped the process, and never learns its
+# status). Ctrl-C reaches both; the parent only waits: its handler does nothing, and a handled
+# signal goes back to its default in croft top, which turns it into KeyboardInterrupt.
+REPORT_EXIT = (
+    "import signal, subprocess, sys\n"
+    "signal.signal(signal.SIGINT, lambda *_: None)\n"
+    "code = subprocess.call(sys.argv[2:])\n"
+    "open(sys.argv[1] + '.tmp', 'w').write(str(code))\n"
+    "__import__('os').replace(sys.argv[1] + '.tmp', sys.argv[1])\n"
+)
+
+
+def start_top(tmux: Tmux, dataset: Path) -> Path:
+    """Start `croft top --interval 1` on `dataset` in the pane; the file its exit status will be in."""
+    status = tmux.socket.parent / "status"
+    croft = [sys.executable, "-m", "croft", "top", "--interval", "1", "--dataset", str(dataset)]
+    started = tmux.start([sys.executable, "-c", REPORT_EXIT, str(status), *croft])
+    if started.returncode != 0:
+        pytest.skip(f"tmux cannot start a session here: {started.stderr.strip()}")
+    return status
+
+
+def exit_status(status: Path, tmux: Tmux) -> str:
+    """croft top's exit status once it has ended: "0", or minus the signal that killed it."""
+    deadline = time.monotonic() + 30
+    while not status.exists():
+        if time.monotonic() > deadline:
+            pytest.fail(f"croft top did not end; the pane shows:\n{tmux.screen()}")
+        time.sleep(0.1)
+    return status.read_text()
+
+
+@pytest.mark.parametrize("key", ["q", "C-c"])
+def test_the_live_table_follows_new_polls_and_ends_cleanly(tmux: Tmux, tmp_path: Path, key: str) -> None:
+    live = tmp_path / LIVE
+    stamp = now_ms()
+    live.write_bytes(encode(busy_poll(stamp - 2000, "alpha")))
+    status = start_top(tmux, tmp_path)
+    first = tmux.wait_for("the first poll", lambda s: s.count("alpha") == 3)
+    assert re.search(r"· 3 processes · 1 GPU holder", first), first
+    assert_aligned(first)
+
+    append(live, encode(busy_poll(stamp, "bravo") + busy_poll(stamp, "charlie", 2)[1:]))
+    second = tmux.wait_for("the appended poll", lambda s: "bravo" in s and "alpha" not in s)
+    assert second.count("bravo") == 3 and second.count("charlie") == 1, second
+    assert re.search(r"· 4 processes · 1 GPU holder", second), second
+    assert_aligned(second)
+
+    tmux("send-keys", "-t", "top", key)
+    assert exit_status(status, tmux) == "0"
+    assert "Traceback" not in tmux.screen()
+
+
+def test_a_file_without_a_complete_poll_waits_for_one(tmux: Tmux, tmp_path: Path) -> None:
+    live = tmp_path / LIVE
+    line = encode_row(top_row(77, now_ms(), comm="late-starter"))
+    live.write_bytes(line[:60])  # the collector is half way through its first poll
+    status = start_top(tmux, tmp_path)
+    tmux.wait_for("the waiting line", lambda s: "waiting for the first poll" in s)
+    append(live, line[60:])
+    screen = tmux.wait_for("the completed poll", lambda s: "late-starter" in s)
+    assert "waiting" not in screen
+    tmux("send-keys", "-t", "top", "q")
+    assert exit_status(status, tmux) == "0"
