@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from cyclopts import Parameter
 
 from croft.app.options import DEFAULT_DATASET
 from croft.errors import UserError
+
+if TYPE_CHECKING:
+    from croft.domain.summary import Stats
 
 
 def stats(
@@ -25,4 +29,87 @@ def stats(
 ) -> int:
     """Summarize a dataset: files, rows, time span, polls, nodes, containers, processes, workloads,
     frameworks and the busiest syscalls. Reads plain files and zstd segments."""
-    raise UserError("croft stats is not built yet", exit_code=2)
+    from croft.adapters.dataset_scan import read_stats
+
+    facts, total = read_stats(path, syscalls=not json)
+    report_skips(total.skips.report())
+    summary = total.summary(facts)
+    if summary.rows == 0:
+        raise UserError(f"{path} holds no rows; give a dataset that the collector has written to")
+    if json:
+        import orjson
+
+        sys.stdout.write(orjson.dumps(summary.to_json()).decode() + "\n")
+    else:
+        render(path, summary)
+    return 0
+
+
+def report_skips(sentences: tuple[str, ...]) -> None:
+    """Each skip report as one `croft: ...` line on stderr."""
+    for sentence in sentences:
+        print(f"croft: {sentence}", file=sys.stderr)
+
+
+def utc(unix_ms: int) -> str:
+    """`unix_ms` as `YYYY-MM-DD HH:MM:SS.mmm UTC`."""
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(unix_ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    raise AssertionError("unreachable")
+
+
+def render(path: Path, s: Stats) -> None:
+    """The human summary: a table of totals, then workloads, frameworks and syscalls side by side."""
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(highlight=False)
+    totals = Table(box=None, show_header=False, padding=(0, 2, 0, 0))
+    totals.add_column(style="bold")
+    totals.add_column()
+    f = s.files
+    plain = f.files - f.compressed
+    totals.add_row(
+        "files", f"{f.files} ({f.compressed} zstd, {plain} plain), {_size(f.bytes_on_disk)} on disk"
+    )
+    totals.add_row("rows", f"{s.rows:,}")
+    totals.add_row("skipped", f"{s.skipped_lines:,} lines")
+    if s.first_ms is not None and s.last_ms is not None:
+        totals.add_row("first", f"{s.first_ms}  {utc(s.first_ms)}")
+        totals.add_row("last", f"{s.last_ms}  {utc(s.last_ms)}")
+    totals.add_row("polls", f"{s.polls:,}")
+    totals.add_row("nodes", f"{len(s.nodes)}: {', '.join(s.nodes)}")
+    totals.add_row("containers", f"{s.containers:,}")
+    totals.add_row("processes", f"{s.processes:,} (distinct node and pid)")
+    console.print(f"[bold]croft stats[/bold] {path}")
+    console.print(totals)
+
+    def table(title: str, headers: tuple[str, str], items: list[tuple[str, str]]) -> Table:
+        t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+        t.add_column(headers[0])
+        t.add_column(headers[1], justify="right")
+        for name, value in items:
+            t.add_row(name, value)
+        return t
+
+    grid = Table.grid(padding=(0, 4))
+    grid.add_row(
+        table("workloads", ("workload", "rows"), [(w, f"{n:,}") for w, n in s.workloads]),
+        table("frameworks", ("framework", "containers"), [(w, f"{n:,}") for w, n in s.frameworks]),
+        table(
+            "busiest syscalls (per poll)",
+            ("syscall", "calls/s"),
+            [(name, f"{rate:,.1f}") for name, rate in s.busiest_syscalls],
+        ),
+    )
+    console.print()
+    console.print(grid)

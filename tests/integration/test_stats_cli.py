@@ -1,0 +1,121 @@
+"""`croft stats` as a user runs it: a real process on real fixture files."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from tests.dataset_files import make_row
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "datasets"
+
+
+def croft(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "croft", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "COLUMNS": "100", **(env or {})},
+    )
+
+
+def test_the_human_summary_shows_every_figure() -> None:
+    out = croft("stats", str(FIXTURES / "sample"))
+    assert out.returncode == 0, out.stderr
+    assert out.stderr == ""
+    text = out.stdout
+    for label in ("files", "rows", "skipped", "first", "last", "polls", "nodes", "containers", "processes"):
+        assert f"\n{label} " in text
+    assert "3 (2 zstd, 1 plain)" in text and " UTC" in text
+    for heading in ("workloads", "frameworks", "busiest syscalls", "gpu-held", "pytorch", "futex"):
+        assert heading in text
+
+
+def test_json_has_the_keys_of_the_issue_and_agrees_with_the_summary() -> None:
+    out = croft("stats", str(FIXTURES / "nodes"), "--json")
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert list(got) == [
+        "files",
+        "bytes",
+        "rows",
+        "skipped_lines",
+        "first_ms",
+        "last_ms",
+        "polls",
+        "nodes",
+        "containers",
+        "processes",
+        "workloads",
+        "frameworks",
+    ]
+    assert got["nodes"] == ["cpu-c", "gpu-a", "gpu-b"]
+    assert got["files"] == 6 and got["skipped_lines"] == 0
+    assert sum(got["workloads"].values()) == got["rows"]
+
+
+def test_the_dataset_path_comes_from_dataset_path() -> None:
+    out = croft("stats", "--json", env={"DATASET_PATH": str(FIXTURES / "sample" / "croft-dataset.jsonl")})
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["files"] == 3  # the live file's path means its whole dataset
+
+
+def test_skips_are_reported_one_line_each_on_stderr() -> None:
+    out = croft("stats", str(FIXTURES / "damaged"), "--json")
+    assert out.returncode == 0
+    lines = out.stderr.splitlines()
+    assert len(lines) == 3 and all(line.startswith("croft: skipped ") for line in lines)
+    assert "corrupt.jsonl.zst" in lines[0] and "truncated.jsonl.zst" in lines[1]
+    assert json.loads(out.stdout)["skipped_lines"] > 0
+
+
+def one_line_error(out: subprocess.CompletedProcess[str], *words: str) -> None:
+    assert out.returncode != 0
+    assert out.stdout == ""
+    assert "Traceback" not in out.stderr
+    (line,) = out.stderr.splitlines()
+    assert line.startswith("croft: ")
+    for word in words:
+        assert word in line
+
+
+def test_a_missing_path_is_one_line_and_a_non_zero_exit(tmp_path: Path) -> None:
+    one_line_error(croft("stats", str(tmp_path / "missing.jsonl")), "does not exist", "DATASET_PATH")
+
+
+def test_a_directory_without_dataset_files_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("hello")
+    one_line_error(croft("stats", str(tmp_path)), "holds no dataset files")
+
+
+@pytest.mark.parametrize("content", [b"", b"\n\n"])
+def test_an_empty_dataset_is_one_line(tmp_path: Path, content: bytes) -> None:
+    (tmp_path / "croft-dataset.jsonl").write_bytes(content)
+    one_line_error(croft("stats", str(tmp_path)), "holds no rows")
+
+
+def test_a_dataset_of_nothing_but_bad_lines_reports_them_then_fails(tmp_path: Path) -> None:
+    (tmp_path / "croft-dataset.jsonl").write_bytes(b"garbage\n[1]\n")
+    out = croft("stats", str(tmp_path))
+    assert out.returncode != 0 and "Traceback" not in out.stderr
+    assert out.stderr.splitlines() == [
+        f"croft: skipped 2 lines (1 not JSON, 1 not a row) in {tmp_path / 'croft-dataset.jsonl'} (2)",
+        f"croft: {tmp_path} holds no rows; give a dataset that the collector has written to",
+    ]
+
+
+def test_a_torn_live_file_still_counts_its_whole_rows(tmp_path: Path) -> None:
+    from croft.domain import codec
+
+    line = codec.encode_row(make_row(1, 1_792_505_950_473))
+    (tmp_path / "croft-dataset.jsonl").write_bytes(line + line[:40])
+    out = croft("stats", str(tmp_path), "--json")
+    assert out.returncode == 0
+    assert json.loads(out.stdout)["rows"] == 1
+    assert "1 torn last line" in out.stderr

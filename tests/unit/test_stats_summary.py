@@ -1,0 +1,206 @@
+"""The stats core: the views read rows exactly as the codec does, accumulators merge in any order,
+and skip reports are one sentence a line."""
+
+from __future__ import annotations
+
+import random
+
+import msgspec
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from croft.domain import codec
+from croft.domain.row import Row
+from croft.domain.row_views import (
+    PROFILE_DECODER,
+    STATS_DECODER,
+    STATS_SYSCALLS_DECODER,
+    StatsSyscallsView,
+)
+from croft.domain.skips import NOT_A_ROW, NOT_JSON, TORN, SkipTally
+from croft.domain.summary import FileFacts, Stats, StatsAccumulator
+from tests import strategies as s
+
+FACTS = FileFacts(files=1, compressed=0, bytes_on_disk=10)
+
+
+@given(s.rows())
+def test_the_views_read_what_the_codec_wrote(row: Row) -> None:
+    line = codec.encode_row(row)
+    stats = STATS_SYSCALLS_DECODER.decode(line)
+    assert (stats.unix_ms, stats.tgid, stats.workload) == (row.unix_ms, row.tgid, row.workload)
+    assert (stats.process.container_id, stats.process.framework) == (
+        row.process.container_id,
+        row.process.framework,
+    )
+    assert [(c.name, c.rate_per_sec) for c in stats.syscalls] == [
+        (c.name, c.rate_per_sec) for c in row.syscalls
+    ]
+    prof = PROFILE_DECODER.decode(line)
+    cg = row.cgroup_usage
+    assert (prof.cgroup_usage.cpu_cores, prof.cgroup_usage.memory_bytes) == (cg.cpu_cores, cg.memory_bytes)
+    assert (prof.cgroup_usage.cpu_throttled_fraction, prof.cgroup_usage.cpu_pressure_avg10) == (
+        cg.cpu_throttled_fraction,
+        cg.cpu_pressure_avg10,
+    )
+
+
+# Each breaks a field the views read; the codec refuses every one of them too.
+BREAKS = [
+    ("unix_ms", "1792505950473"),
+    ("unix_ms", 1.5),
+    ("tgid", True),
+    ("tgid", None),
+    ("workload", "gpu-maybe"),
+    ("process", {"container_id": 7}),
+    ("process", None),
+]
+
+
+@pytest.mark.parametrize(("key", "value"), BREAKS)
+def test_a_line_the_codec_refuses_for_a_field_the_views_read_fails_the_views(key: str, value: object) -> None:
+    valid = codec.row_to_dict(_example_row())
+    broken = dict(valid, **{key: value})
+    line = orjson.dumps(broken)
+    with pytest.raises(codec.NotARow):
+        codec.decode_row(line)
+    for decoder in (STATS_DECODER, STATS_SYSCALLS_DECODER, PROFILE_DECODER):
+        with pytest.raises(msgspec.ValidationError):
+            decoder.decode(line)
+
+
+def test_a_missing_field_fails_the_views() -> None:
+    valid = codec.row_to_dict(_example_row())
+    del valid["tgid"]
+    with pytest.raises(msgspec.ValidationError):
+        STATS_DECODER.decode(orjson.dumps(valid))
+
+
+def _example_row() -> Row:
+    from tests.dataset_files import make_row
+
+    return make_row(1, 1_792_505_950_473)
+
+
+def views_of(rows: list[Row]) -> list[StatsSyscallsView]:
+    return STATS_SYSCALLS_DECODER.decode_lines(b"".join(codec.encode_row(r) for r in rows))
+
+
+def summary_of(batches: list[tuple[str, list[Row]]]) -> Stats:
+    acc = StatsAccumulator(syscalls=True)
+    for node, rows in batches:
+        acc.add(node, views_of(rows))
+    return acc.summary(FACTS)
+
+
+nodes = st.sampled_from(["gpu-a", "gpu-b", "cpu-c"])
+batches = st.lists(st.tuples(nodes, st.lists(s.rows(), max_size=6)), max_size=6)
+
+
+@given(batches, st.randoms(use_true_random=False))
+def test_merging_accumulators_in_any_grouping_gives_the_same_summary(
+    parts: list[tuple[str, list[Row]]], rng: random.Random
+) -> None:
+    whole = StatsAccumulator(syscalls=True)
+    for node, rows in parts:
+        whole.add(node, views_of(rows))
+    shuffled = parts[:]
+    rng.shuffle(shuffled)
+    merged = StatsAccumulator(syscalls=True)
+    for node, rows in shuffled:
+        one = StatsAccumulator(syscalls=True)
+        one.add(node, views_of(rows))
+        merged.merge(one)
+    assert attrs_without_syscalls(merged.summary(FACTS)) == attrs_without_syscalls(whole.summary(FACTS))
+    assert merged.syscall_sums.keys() == whole.syscall_sums.keys()
+    for name, total in whole.syscall_sums.items():
+        assert merged.syscall_sums[name] == pytest.approx(total, rel=1e-9, abs=1e-6)
+
+
+def attrs_without_syscalls(stats: Stats) -> tuple[object, ...]:
+    return (
+        stats.rows,
+        stats.first_ms,
+        stats.last_ms,
+        stats.polls,
+        stats.nodes,
+        stats.containers,
+        stats.processes,
+        stats.workloads,
+        stats.frameworks,
+    )
+
+
+@given(batches)
+def test_the_summary_counts_what_a_naive_reading_counts(parts: list[tuple[str, list[Row]]]) -> None:
+    got = summary_of(parts)
+    rows = [(node, r) for node, batch in parts for r in batch]
+    assert got.rows == len(rows)
+    assert got.polls == len({(node, r.unix_ms) for node, r in rows})
+    assert got.processes == len({(node, r.tgid) for node, r in rows})
+    assert got.nodes == tuple(sorted({node for node, _ in rows}))
+    containers = {r.process.container_id for _, r in rows} - {None}
+    assert got.containers == len(containers)
+    pairs = {(r.process.framework, r.process.container_id) for _, r in rows if r.process.container_id}
+    frameworks: dict[str, int] = {}
+    for fw, _ in pairs:
+        if fw is not None:
+            frameworks[fw] = frameworks.get(fw, 0) + 1
+    assert dict(got.frameworks) == frameworks
+    workloads: dict[str, int] = {}
+    for _, r in rows:
+        workloads[r.workload] = workloads.get(r.workload, 0) + 1
+    assert dict(got.workloads) == workloads
+    assert got.first_ms == min((r.unix_ms for _, r in rows), default=None)
+    assert got.last_ms == max((r.unix_ms for _, r in rows), default=None)
+    for name, mean in got.busiest_syscalls:
+        total = sum(c.rate_per_sec for _, r in rows for c in r.syscalls if c.name == name)
+        assert mean == pytest.approx(total / got.polls, rel=1e-9, abs=1e-9)
+    assert list(got.busiest_syscalls) == sorted(got.busiest_syscalls, key=lambda item: (-item[1], item[0]))
+
+
+def test_without_syscalls_the_summary_has_none_and_the_same_totals() -> None:
+    rows = [_example_row()]
+    lines = b"".join(codec.encode_row(r) for r in rows)
+    plain = StatsAccumulator()
+    plain.add("n", STATS_DECODER.decode_lines(lines))
+    assert plain.summary(FACTS).busiest_syscalls == ()
+    assert attrs_without_syscalls(plain.summary(FACTS)) == attrs_without_syscalls(summary_of([("n", rows)]))
+
+
+def test_the_json_object_has_exactly_the_keys_of_the_issue() -> None:
+    got = summary_of([("n", [_example_row()])]).to_json()
+    assert list(got) == [
+        "files",
+        "bytes",
+        "rows",
+        "skipped_lines",
+        "first_ms",
+        "last_ms",
+        "polls",
+        "nodes",
+        "containers",
+        "processes",
+        "workloads",
+        "frameworks",
+    ]
+    assert got["nodes"] == ["n"] and got["workloads"] == {"no-gpu": 1} and got["frameworks"] == {"pytorch": 1}
+
+
+def test_skip_reports_name_each_damaged_file_and_count_lines_by_kind() -> None:
+    tally = SkipTally()
+    tally.line("a.jsonl", NOT_JSON)
+    tally.line("a.jsonl", NOT_A_ROW, 2)
+    other = SkipTally()
+    other.line("live.jsonl", TORN)
+    other.damaged("s.jsonl.zst", "truncated zstd data")
+    tally.merge(other)
+    assert tally.total_lines == 4
+    assert tally.report() == (
+        "skipped the rest of s.jsonl.zst: truncated zstd data",
+        "skipped 4 lines (1 torn last line, 1 not JSON, 2 not rows) in a.jsonl (3), live.jsonl (1)",
+    )
+    assert all("\n" not in sentence for sentence in tally.report())
+    assert SkipTally().report() == ()
