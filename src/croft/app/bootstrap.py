@@ -13,10 +13,12 @@ import attrs
 from croft.adapters.cgroupfs import CgroupFS
 from croft.adapters.clock import SystemClock
 from croft.adapters.dataset_writer import DatasetWriter
+from croft.adapters.metrics_export import SnapshotCollector
 from croft.adapters.poller import LiveSource, UnavailableGpu
 from croft.adapters.procfs import ProcFS
 from croft.adapters.trace import TraceRecorder, read_trace, recorded_watch, trace_files
-from croft.app.collector import Pipeline, RowSink
+from croft.app.collector import Pipeline, PollObserver
+from croft.app.metrics_publisher import MetricsPublisher
 from croft.domain.collect import CollectorConfig
 from croft.domain.frameworks import Catalog, CatalogError, Matcher, parse_catalog
 from croft.domain.kernel import GpuHolderSource, KernelSource
@@ -69,15 +71,23 @@ def collector_config(settings: Settings) -> CollectorConfig:
     )
 
 
-def build_sink(settings: Settings) -> RowSink:
+def build_sink(settings: Settings) -> DatasetWriter:
     """The row sink: the rotating dataset writer (a `UserError` when the directory is unwritable)."""
     return DatasetWriter(settings.dataset, settings.limits)
 
 
-def build_pipeline(settings: Settings) -> Pipeline:
+def build_pipeline(
+    settings: Settings, metrics: SnapshotCollector | None = None, live: bool = True
+) -> Pipeline:
+    """Core, sink and recorder; with `metrics`, every poll's series are published to it."""
     config = collector_config(settings)
     recorder = TraceRecorder(settings.record, settings.watch) if settings.record is not None else None
-    return Pipeline(config, build_sink(settings), recorder)
+    sink = build_sink(settings)
+    observer: PollObserver | None = None
+    if metrics is not None:
+        clock = SystemClock()
+        observer = MetricsPublisher(metrics, sink.counters, lambda: clock.now().monotonic_ns, live)
+    return Pipeline(config, sink, recorder, observer)
 
 
 def _kernel_source(verbose: bool) -> KernelSource:
@@ -99,9 +109,11 @@ def _gpu_source() -> GpuHolderSource:
     return source
 
 
-def build_live(settings: Settings) -> tuple[Pipeline, LiveSource, SystemClock]:
+def build_live(
+    settings: Settings, metrics: SnapshotCollector | None = None
+) -> tuple[Pipeline, LiveSource, SystemClock]:
     """The live collector: procfs, cgroupfs, eBPF (or empty), NVML (or empty), the system clock."""
-    pipeline = build_pipeline(settings)
+    pipeline = build_pipeline(settings, metrics)
     scan_devices = any(Path("/dev").glob("nvidia*"))
     procfs = ProcFS(settings.proc_root, gpu_device_prefixes=GPU_DEVICE_PREFIXES if scan_devices else ())
     cgroupfs = CgroupFS(settings.cgroup_root)
@@ -114,7 +126,9 @@ def build_live(settings: Settings) -> tuple[Pipeline, LiveSource, SystemClock]:
     return pipeline, source, SystemClock()
 
 
-def build_replay(settings: Settings, replay: Path) -> tuple[Pipeline, Iterator[Iterator[Poll]]]:
+def build_replay(
+    settings: Settings, replay: Path, metrics: SnapshotCollector | None = None
+) -> tuple[Pipeline, Iterator[Iterator[Poll]]]:
     """The replaying collector: polls from the trace files at `replay`, no clock, no root. Without
     `--watch`, the trace's recorded one applies."""
     files = trace_files(replay)
@@ -125,7 +139,7 @@ def build_replay(settings: Settings, replay: Path) -> tuple[Pipeline, Iterator[I
             settings = attrs.evolve(settings, watch=recorded_watch(files[0]))
         except TraceError as exc:
             raise UserError(f"{files[0]}: {exc}; give a trace recorded by croft run --record") from exc
-    pipeline = build_pipeline(settings)
+    pipeline = build_pipeline(settings, metrics, live=False)
 
     def runs() -> Iterator[Iterator[Poll]]:
         for path in files:

@@ -16,6 +16,7 @@ from typing import Protocol
 from croft.adapters.clock import next_deadline
 from croft.domain import collect
 from croft.domain.codec import encode_row
+from croft.domain.row import Row
 from croft.domain.snapshot import Instant, Poll
 
 log = logging.getLogger("croft.run")
@@ -38,6 +39,12 @@ class Recorder(Protocol):
     def close(self) -> None: ...
 
 
+class PollObserver(Protocol):
+    """Told of every poll once its rows are written (croft run's /metrics)."""
+
+    def observe(self, poll: Poll, rows: tuple[Row, ...]) -> None: ...
+
+
 class Source(Protocol):
     def poll(self, at: Instant) -> Poll: ...
 
@@ -54,11 +61,16 @@ class Pipeline:
     """Core plus sink: remembers the previous poll and the collector state between polls."""
 
     def __init__(
-        self, config: collect.CollectorConfig, sink: RowSink, recorder: Recorder | None = None
+        self,
+        config: collect.CollectorConfig,
+        sink: RowSink,
+        recorder: Recorder | None = None,
+        observer: PollObserver | None = None,
     ) -> None:
         self._config = config
         self._sink = sink
         self._recorder = recorder
+        self._observer = observer
         self._previous: Poll | None = None
         self.state = collect.CollectorState()
         self._reported = (0, 0)
@@ -70,6 +82,8 @@ class Pipeline:
         rows, self.state = collect.rows(self._previous, poll, self.state, self._config)
         self._sink.append(b"".join(encode_row(row) for row in rows), poll.at.unix_ms)
         self._previous = poll
+        if self._observer is not None:
+            self._observer.observe(poll, rows)
         log.debug("poll %d: %d processes read, %d rows", self.state.polls, len(poll.processes), len(rows))
         if self.state.polls % REPORT_EVERY_POLLS == 0:
             self._report()
@@ -123,6 +137,21 @@ def run_live(pipeline: Pipeline, source: Source, clock: Clock, interval_ns: int 
         for sig, handler in previous_handlers.items():
             signal.signal(sig, handler)
     return 0
+
+
+def linger(seconds: float, clock: Clock) -> None:
+    """Wait `seconds` or until SIGTERM/SIGINT (after a replay, so /metrics can still be scraped)."""
+
+    def stop(signum: int, _: FrameType | None) -> None:
+        clock.wake()
+        log.info("got %s: stopping", signal.Signals(signum).name)
+
+    previous_handlers = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        clock.sleep_until(clock.now().monotonic_ns + int(seconds * 1e9))
+    finally:
+        for sig, handler in previous_handlers.items():
+            signal.signal(sig, handler)
 
 
 def run_replay(pipeline: Pipeline, runs: Iterable[Iterable[Poll]]) -> int:
