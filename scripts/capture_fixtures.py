@@ -34,7 +34,7 @@ import zstandard
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.integration.workload import ALLOC, BURN, IDLE, WRITE, TestCgroup  # noqa: E402
+from tests.integration.workload import ALLOC, BURN, IDLE, WRITE, OwnCgroup  # noqa: E402
 
 FIXTURES = REPO / "fixtures"
 CGROUP = "croft-fixture"
@@ -46,7 +46,7 @@ def record_trace(seconds: float, out: Path) -> dict[str, int]:
     """Run the workload in its own cgroup and `croft run --record` beside it; returns its pids."""
     if out.exists():
         shutil.rmtree(out)
-    with TestCgroup(CGROUP, cpu_quota_us=50_000) as group, tempfile.TemporaryDirectory() as tmp:
+    with OwnCgroup(CGROUP, cpu_quota_us=50_000) as group, tempfile.TemporaryDirectory() as tmp:
         pids = {
             "burn": group.spawn(BURN).pid,
             "alloc": group.spawn(ALLOC, "48").pid,
