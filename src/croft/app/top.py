@@ -24,7 +24,7 @@ WAITING = "waiting for the first poll"
 def top(
     *,
     dataset: DatasetOpt = DEFAULT_DATASET,
-    interval: Annotated[float, Parameter(help="seconds between refreshes")] = 2.0,
+    interval: Annotated[float, Parameter(help="seconds between refreshes; q or Ctrl-C quits")] = 2.0,
     once: Annotated[bool, Parameter(negative=(), help="print once and exit")] = False,
 ) -> int:
     """Show the processes of the newest poll: container, pid, comm, framework, workload, CPU, RSS and
