@@ -6,6 +6,7 @@ set -euo pipefail
 PACKAGES=(
     sysstat  # pidstat: the truth test of croft run's CPU, RSS, I/O and context switches
     tmux     # croft top's terminal test drives the live table in a real tmux pane
+    prometheus  # a real Prometheus scrapes croft run's /metrics in the tests
 )
 missing=()
 for pkg in "${PACKAGES[@]}"; do

@@ -15,13 +15,13 @@ from collections.abc import Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from croft.domain import metrics_names as names
 from croft.domain.exposition import Sample
 
-CONTENT_TYPE = CONTENT_TYPE_LATEST
-"""The text exposition format, version 0.0.4."""
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+"""The text exposition format, version 0.0.4 (what `generate_latest` writes with its default
+escaping, and what `croft.domain.exposition` and every Prometheus since 2.0 parse)."""
 
 
 class SnapshotCollector:

@@ -13,7 +13,8 @@ import attrs
 from croft.adapters.cgroupfs import CgroupFS
 from croft.adapters.clock import SystemClock
 from croft.adapters.dataset_writer import DatasetWriter
-from croft.adapters.metrics_export import SnapshotCollector
+from croft.adapters.http_server import HttpServer, Response
+from croft.adapters.metrics_export import CONTENT_TYPE, SnapshotCollector, exposition_body, metrics_registry
 from croft.adapters.poller import LiveSource, UnavailableGpu
 from croft.adapters.procfs import ProcFS
 from croft.adapters.trace import TraceRecorder, read_trace, recorded_watch, trace_files
@@ -88,6 +89,17 @@ def build_pipeline(
         clock = SystemClock()
         observer = MetricsPublisher(metrics, sink.counters, lambda: clock.now().monotonic_ns, live)
     return Pipeline(config, sink, recorder, observer)
+
+
+def build_http_server(address: str) -> tuple[HttpServer, SnapshotCollector]:
+    """The collector's HTTP server on `--metrics-addr`, listening (a `UserError` when it cannot)
+    and serving its routes: /metrics from the returned collector, which the poll loop publishes to."""
+    server = HttpServer.bind(address)
+    metrics = SnapshotCollector()
+    registry = metrics_registry(metrics)
+    server.route("/metrics", lambda _: Response(200, CONTENT_TYPE, exposition_body(registry)))
+    server.start()
+    return server, metrics
 
 
 def _kernel_source(verbose: bool) -> KernelSource:

@@ -55,12 +55,20 @@ def run(
         Path | None,
         Parameter(help="replay a trace recorded with --record (a directory or file) instead; no root needed"),
     ] = None,
+    linger: Annotated[
+        float,
+        Parameter(
+            help="with --replay and --metrics-addr: keep serving /metrics this many seconds after the "
+            "last poll (SIGTERM ends it sooner)"
+        ),
+    ] = 0.0,
     verbose: Annotated[bool, Parameter(help="log every poll and full causes")] = False,
 ) -> int:
     """Load the eBPF programs, poll every 2 s and write the dataset. Needs root."""
     import logging
     import os
 
+    from croft.adapters.clock import SystemClock
     from croft.app import bootstrap, collector
 
     logging.basicConfig(
@@ -71,16 +79,26 @@ def run(
     limits = Limits(rotate_secs, rotate_bytes, retain_days, retain_bytes)
     if errors := limit_errors(limits):
         raise UserError(errors[0])
+    if linger and (replay is None or not metrics_addr or linger < 0):
+        raise UserError("--linger takes seconds >= 0 and needs --replay and --metrics-addr")
     settings = bootstrap.Settings(
         dataset=dataset, watch=watch, frameworks=frameworks, record=record, limits=limits, verbose=verbose
     )
-    if replay is not None:
-        pipeline, runs = bootstrap.build_replay(settings, replay)
-        return collector.run_replay(pipeline, runs)
-    if os.geteuid() != 0:
+    if replay is None and os.geteuid() != 0:
         raise UserError(
             "croft run needs root to read every process's /proc files and load eBPF: "
             "run it with sudo, or replay a recorded trace with --replay DIR"
         )
-    pipeline, source, clock = bootstrap.build_live(settings)
-    return collector.run_live(pipeline, source, clock)
+    server, metrics = bootstrap.build_http_server(metrics_addr) if metrics_addr else (None, None)
+    try:
+        if replay is not None:
+            pipeline, runs = bootstrap.build_replay(settings, replay, metrics)
+            code = collector.run_replay(pipeline, runs)
+            if linger:
+                collector.linger(linger, SystemClock())
+            return code
+        pipeline, source, clock = bootstrap.build_live(settings, metrics)
+        return collector.run_live(pipeline, source, clock)
+    finally:
+        if server is not None:
+            server.close()

@@ -1,0 +1,226 @@
+"""croft run's /metrics against its two readers: a real Prometheus (the Debian package) scraping a
+running `croft run --replay`, and croft scale's exposition parser reading the very same body.
+
+The replayed trace is the live capture of fixtures/traces/live with its cgroup renamed to a hostile
+path (quotes, backslash, newline, unicode) that names a docker container, so the labels Prometheus
+stores must come back exactly as croft saw them.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import zstandard
+
+from croft.domain import metrics_names as names
+from croft.domain.exposition import parse_exposition
+from croft.domain.scaling import CollectorScrape, Observations, PodView, ScaleConfig, estimate_rate
+
+REPO = Path(__file__).resolve().parents[2]
+TRACE = REPO / "fixtures" / "traces" / "live"
+RECORDED_CGROUP = "/croft-fixture"
+CONTAINER_ID = "5eed" * 16
+HOSTILE_CGROUP = f'/croft-fixture "q"\\b\nü容器🚀/docker-{CONTAINER_ID}.scope'
+# The last poll of the trace (fixtures/golden/live.jsonl): its processes' syscalls summed.
+LAST_POLL_S = 1796219117.721
+WRITE_RATE = 50.0
+CLOCK_NANOSLEEP_RATE = 51.0
+
+pytestmark = pytest.mark.slow
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _renamed(value: object) -> object:
+    if isinstance(value, str):
+        return HOSTILE_CGROUP if value == RECORDED_CGROUP else value
+    if isinstance(value, list):
+        return [_renamed(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _renamed(v) for k, v in value.items()}
+    return value
+
+
+def hostile_trace(directory: Path) -> Path:
+    """fixtures/traces/live with every `/croft-fixture` cgroup path renamed to HOSTILE_CGROUP."""
+    (source,) = TRACE.glob("*.jsonl.zst")
+    with source.open("rb") as raw:
+        lines = io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(raw)).read().splitlines()
+    out = [lines[0]] + [json.dumps(_renamed(json.loads(line))).encode() for line in lines[1:]]
+    directory.mkdir()
+    (directory / source.name).write_bytes(zstandard.ZstdCompressor().compress(b"\n".join(out) + b"\n"))
+    return directory
+
+
+def wait_for(what: str, check: object, timeout_s: float = 60.0) -> object:
+    """`check()` until it returns something truthy, or fail naming `what`."""
+    deadline = time.monotonic() + timeout_s
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            got = check()  # type: ignore[operator]
+            if got:
+                return got
+        except (httpx.HTTPError, ValueError) as exc:
+            last_error = exc
+        time.sleep(0.25)
+    pytest.fail(f"timed out waiting for {what} (last error: {last_error})")
+
+
+@pytest.fixture(scope="module")
+def croft_metrics(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The /metrics URL of a `croft run --replay` lingering after its last poll."""
+    tmp = tmp_path_factory.mktemp("croft-metrics")
+    trace = hostile_trace(tmp / "trace")
+    port = free_port()
+    log = (tmp / "croft.log").open("wb")
+    command = [
+        sys.executable,
+        "-m",
+        "croft",
+        "run",
+        "--replay",
+        str(trace),
+        "--dataset",
+        str(tmp / "ds.jsonl"),
+    ]
+    croft = subprocess.Popen(
+        [*command, "--metrics-addr", f"127.0.0.1:{port}", "--linger", "300"], stderr=log, cwd=tmp
+    )
+    url = f"http://127.0.0.1:{port}/metrics"
+    try:
+
+        def served() -> bool:
+            if croft.poll() is not None:
+                pytest.fail(f"croft run exited {croft.returncode}: {(tmp / 'croft.log').read_text()}")
+            return names.ROWS_WRITTEN_TOTAL in httpx.get(url, timeout=2).text
+
+        wait_for("croft run's /metrics", served)
+        yield url
+    finally:
+        croft.send_signal(signal.SIGTERM)
+        code = croft.wait(timeout=30)
+        log.close()
+    assert code == 0, (tmp / "croft.log").read_text()
+
+
+@pytest.fixture(scope="module")
+def prometheus(croft_metrics: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real Prometheus on loopback scraping croft every second; its base URL."""
+    binary = shutil.which("prometheus")
+    if binary is None:
+        pytest.skip("no prometheus binary: `make test` installs the Debian package as root")
+    tmp = tmp_path_factory.mktemp("prometheus")
+    target = croft_metrics.removeprefix("http://").removesuffix("/metrics")
+    (tmp / "prometheus.yml").write_text(
+        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
+        f"scrape_configs:\n  - job_name: croft\n    static_configs:\n      - targets: ['{target}']\n"
+    )
+    port = free_port()
+    log = (tmp / "prometheus.log").open("wb")
+    server = subprocess.Popen(
+        [
+            binary,
+            f"--config.file={tmp / 'prometheus.yml'}",
+            f"--storage.tsdb.path={tmp / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=tmp,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for("Prometheus to be ready", lambda: httpx.get(f"{base}/-/ready", timeout=2).status_code == 200)
+        yield base
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        log.close()
+
+
+def query(base: str, promql: str) -> list[dict]:
+    """The instant vector of `promql` from Prometheus' HTTP API."""
+    answer = httpx.get(f"{base}/api/v1/query", params={"query": promql}, timeout=5).json()
+    assert answer["status"] == "success", answer
+    return list(answer["data"]["result"])
+
+
+def test_prometheus_stores_the_rates_and_hostile_labels_croft_serves(prometheus: str) -> None:
+    def write_rate() -> list[dict]:
+        return query(prometheus, f'{names.CONTAINER_SYSCALL_RATE}{{syscall="write"}}')
+
+    (series,) = wait_for("Prometheus to have scraped croft", write_rate)
+    assert float(series["value"][1]) == WRITE_RATE
+    assert series["metric"][names.LABEL_CONTAINER_ID] == CONTAINER_ID
+    assert series["metric"][names.LABEL_CGROUP] == HOSTILE_CGROUP
+    assert series["metric"]["job"] == "croft"
+    (sleeps,) = query(prometheus, f'{names.CONTAINER_SYSCALL_RATE}{{syscall="clock_nanosleep"}}')
+    assert float(sleeps["value"][1]) == CLOCK_NANOSLEEP_RATE
+    (up,) = query(prometheus, 'up{job="croft"}')
+    assert up["value"][1] == "1"
+    by_container = f'sum by (container_id) ({names.CONTAINER_SYSCALL_RATE}{{container_id="{CONTAINER_ID}"}})'
+    (total,) = query(prometheus, by_container)
+    assert float(total["value"][1]) == WRITE_RATE + CLOCK_NANOSLEEP_RATE
+    (last_poll,) = query(prometheus, names.LAST_POLL_TIMESTAMP_SECONDS)
+    assert float(last_poll["value"][1]) == LAST_POLL_S
+    (written,) = query(prometheus, names.ROWS_WRITTEN_TOTAL)
+    assert float(written["value"][1]) > 0
+
+
+def test_croft_scale_parser_reads_the_rates_off_croft_runs_real_body(croft_metrics: str) -> None:
+    body = httpx.get(croft_metrics, timeout=5).text
+    now_ms = int(LAST_POLL_S * 1000) + 1000
+    observations = Observations(
+        now_ms=now_ms,
+        pods=(PodView("web-0", (CONTAINER_ID,)),),
+        scrapes=(CollectorScrape("croft-node-0", now_ms, body),),
+    )
+    config = ScaleConfig(syscall="write", calls_per_request=2.0, cpu_per_request_ms=50.0)
+    estimate = estimate_rate(observations, config)
+    assert estimate.gaps == ()
+    assert estimate.containers_counted == 1
+    assert estimate.request_rate == WRITE_RATE / 2.0
+    every = parse_exposition(body)
+    assert {s.label(names.LABEL_CGROUP) for s in every if s.labels} == {HOSTILE_CGROUP}
+
+
+def test_metrics_addr_taken_is_one_sentence_and_exit_1(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        dataset = str(tmp_path / "d.jsonl")
+        argv = ["run", "--replay", str(TRACE), "--dataset", dataset, "--metrics-addr", f"127.0.0.1:{port}"]
+        done = subprocess.run(
+            [sys.executable, "-m", "croft", *argv],
+            capture_output=True,
+            text=True,
+            check=False,
+            env={**os.environ, "CROFT_METRICS_ADDR": ""},
+        )
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        f"croft: cannot listen on 127.0.0.1:{port} for --metrics-addr: Address already in use; "
+        "choose another address or free that port"
+    ]
