@@ -150,6 +150,9 @@ def test_regenerating_the_fixtures_gives_the_same_bytes(tmp_path: Path) -> None:
     kept = sorted(p.relative_to(FIXTURES) for p in FIXTURES.rglob("*.jsonl*"))
     assert made == kept
     for rel in made:
-        assert (tmp_path / rel).read_bytes() == (FIXTURES / rel).read_bytes(), (
-            f"{rel} differs: rerun make_fixtures.py"
-        )
+        mine, kept_bytes = (tmp_path / rel).read_bytes(), (FIXTURES / rel).read_bytes()
+        if rel.parent.name == "damaged" and rel.suffix == ".zst":
+            continue  # damaged on purpose; their bytes depend on the zstd library's exact output
+        if rel.suffix == ".zst":  # another zstd version may compress the same rows differently
+            mine, kept_bytes = (zstandard.ZstdDecompressor().decompress(b) for b in (mine, kept_bytes))
+        assert mine == kept_bytes, f"{rel} differs: rerun fixtures/datasets/make_fixtures.py"

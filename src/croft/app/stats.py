@@ -94,22 +94,28 @@ def render(path: Path, s: Stats) -> None:
     console.print(totals)
 
     def table(title: str, headers: tuple[str, str], items: list[tuple[str, str]]) -> Table:
-        t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+        t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
         t.add_column(headers[0])
         t.add_column(headers[1], justify="right")
         for name, value in items:
             t.add_row(name, value)
         return t
 
-    grid = Table.grid(padding=(0, 4))
-    grid.add_row(
+    tables = (
         table("workloads", ("workload", "rows"), [(w, f"{n:,}") for w, n in s.workloads]),
         table("frameworks", ("framework", "containers"), [(w, f"{n:,}") for w, n in s.frameworks]),
         table(
-            "busiest syscalls (per poll)",
-            ("syscall", "calls/s"),
+            "busiest syscalls",
+            ("syscall", "mean calls/s"),
             [(name, f"{rate:,.1f}") for name, rate in s.busiest_syscalls],
         ),
     )
-    console.print()
-    console.print(grid)
+    if console.width >= 80:  # side by side; one under the other in a narrow terminal
+        grid = Table.grid(padding=(0, 4))
+        grid.add_row(*tables)
+        console.print()
+        console.print(grid)
+        return
+    for t in tables:
+        console.print()
+        console.print(t)

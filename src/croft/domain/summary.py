@@ -7,7 +7,7 @@ different files, parts and worker processes merge into one, in any order, with t
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from itertools import chain
 from operator import attrgetter
@@ -88,7 +88,7 @@ class StatsAccumulator:
         self.tgids: dict[str, set[int]] = {}
         self.processes: set[ProcessIds] = set()  # distinct (container_id, framework)
         self.workloads: Counter[str] = Counter()
-        self.syscall_sums: dict[str, float] = {}
+        self.syscall_sums: defaultdict[str, float] = defaultdict(float)
         self.skips = SkipTally()
 
     def add(self, node: str, views: Sequence[StatsView] | Sequence[StatsSyscallsView]) -> None:
@@ -111,10 +111,8 @@ class StatsAccumulator:
         self.workloads.update(map(_workload, views))
         if self.syscalls:
             sums = self.syscall_sums
-            get = sums.get
             for call in chain.from_iterable(map(_syscalls, views)):
-                name = call.name
-                sums[name] = get(name, 0.0) + call.rate_per_sec
+                sums[call.name] += call.rate_per_sec
 
     def merge(self, other: StatsAccumulator) -> None:
         """Fold `other` (of any files, any nodes) into this one."""
@@ -129,7 +127,7 @@ class StatsAccumulator:
         self.processes |= other.processes
         self.workloads.update(other.workloads)
         for name, rate in other.syscall_sums.items():
-            self.syscall_sums[name] = self.syscall_sums.get(name, 0.0) + rate
+            self.syscall_sums[name] += rate
         self.skips.merge(other.skips)
 
     def summary(self, files: FileFacts) -> Stats:
