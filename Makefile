@@ -47,6 +47,7 @@ bench: $(STAMP) bpf-setup
 	$(BIN)/python benchmarks/rotation.py
 	$(BIN)/python benchmarks/collector.py
 	$(BIN)/python benchmarks/scale.py
+	$(BIN)/python benchmarks/metrics.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

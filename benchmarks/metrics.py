@@ -1,0 +1,144 @@
+"""croft run's /metrics for 200 containers x 20 syscalls: what a poll pays to publish, what a scrape
+costs, and how many series it serves, beside prometheus_client's usual labelled Gauges, in one run.
+
+    .venv/bin/python benchmarks/metrics.py [--containers 200] [--syscalls 20] [--repeat 30]
+
+croft: the pure `series(poll, rows, ...)` on the poll loop, then a scrape turns the published tuple
+into families in a custom Collector and prometheus_client writes the text (`generate_latest`), and
+the same scrape over HTTP through the collector's server (httpx on loopback, a new connection each).
+Labelled Gauges: the usual instrumentation, every poll `clear()` then `.labels(...).set(...)` for
+every series (clearing is how stale containers would vanish), scraped with `generate_latest`.
+Rows: 2 processes per container (the syscalls split between them), figures: median of `--repeat`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+
+import httpx
+from prometheus_client import CollectorRegistry, Gauge, generate_latest
+
+from croft.adapters.http_server import HttpServer, Response
+from croft.adapters.metrics_export import CONTENT_TYPE, SnapshotCollector, exposition_body, metrics_registry
+from croft.domain import metrics_names as names
+from croft.domain.exposition import Sample, parse_exposition
+from croft.domain.metric_series import Health, MetricsMemory, series
+from croft.domain.row import CgroupUsage, Process, Row, SyscallRate, Usage
+from croft.domain.snapshot import CgroupMembership, Instant, Poll, ProcessSample
+
+SYSCALLS = [
+    "read", "write", "sendto", "recvfrom", "epoll_wait", "futex", "openat", "close", "mmap", "munmap",
+    "fstat", "lseek", "ioctl", "clock_gettime", "nanosleep", "getpid", "poll", "brk", "accept4", "writev",
+    "readv", "sendmsg", "recvmsg", "select", "madvise", "rt_sigaction", "rt_sigprocmask", "getrandom",
+]  # fmt: skip
+
+
+def workload(containers: int, syscalls: int) -> tuple[Poll, tuple[Row, ...]]:
+    """A poll of `containers` pods with 2 processes each, and their rows."""
+    processes, rows = [], []
+    for c in range(containers):
+        cid = f"{c:064x}"
+        pod = f"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{c:08x}.slice"
+        path = f"{pod}/cri-containerd-{cid}.scope"
+        membership = CgroupMembership(unified=path)
+        usage = CgroupUsage(0.5 + c % 7, 0.01, (c + 1) << 24, 0, 1.5, 0.0, 0.25)
+        for p in range(2):
+            tgid = 1000 + 2 * c + p
+            processes.append(ProcessSample(tgid, "web", "/srv/web", "/", ("web",), membership, *[1] * 10))
+            calls = tuple(
+                SyscallRate(SYSCALLS[s], float(10 * (syscalls - s) + p)) for s in range(p, syscalls, 2)
+            )
+            process = Process(comm="web", exe="/srv/web", cgroup=path, container_id=cid, cwd="/")
+            row = Row(
+                1_700_000_000_000, tgid, process, "no-gpu", Usage(0.5, 1 << 20, 4, *[0.0] * 7), usage, calls
+            )
+            rows.append(row)
+    poll = Poll(Instant(1_700_000_000_000, 0), 100, tuple(processes), ())
+    return poll, tuple(rows)
+
+
+def median_ms(action: Callable[[], object], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        action()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1000
+
+
+def gauges_arm(samples: tuple[Sample, ...]) -> tuple[Callable[[], None], Callable[[], bytes]]:
+    """The labelled-Gauge way: (update every series for a poll, scrape)."""
+    registry = CollectorRegistry()
+    gauges: dict[str, Gauge] = {}
+    for sample in samples:
+        if sample.name not in gauges and not sample.name.endswith("_total"):
+            gauges[sample.name] = Gauge(
+                sample.name, names.HELP[sample.name], [k for k, _ in sample.labels], registry=registry
+            )
+    plain = [s for s in samples if not s.name.endswith("_total")]
+
+    def update() -> None:
+        for gauge in gauges.values():
+            gauge.clear()
+        for sample in plain:
+            gauge = gauges[sample.name]
+            (gauge.labels(*[v for _, v in sample.labels]) if sample.labels else gauge).set(sample.value)
+
+    update()
+    return update, lambda: generate_latest(registry)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--containers", type=int, default=200)
+    parser.add_argument("--syscalls", type=int, default=20)
+    parser.add_argument("--repeat", type=int, default=30)
+    args = parser.parse_args()
+    poll, rows = workload(args.containers, args.syscalls)
+    health = Health(0.01, 10_000, 0, 0, 0)
+
+    samples, _ = series(poll, rows, health, MetricsMemory())
+    collector = SnapshotCollector()
+    collector.publish(samples)
+    registry = metrics_registry(collector)
+    body = exposition_body(registry)
+    assert len(parse_exposition(body.decode())) == len(samples)
+    publish_ms = median_ms(
+        lambda: collector.publish(series(poll, rows, health, MetricsMemory())[0]), args.repeat
+    )
+    scrape_ms = median_ms(lambda: exposition_body(registry), args.repeat)
+
+    server = HttpServer.bind("127.0.0.1:0")
+    server.route("/metrics", lambda _: Response(200, CONTENT_TYPE, exposition_body(registry)))
+    server.start()
+    host, port = server.address
+    try:
+        http_ms = median_ms(lambda: httpx.get(f"http://{host}:{port}/metrics").content, args.repeat)
+    finally:
+        server.close()
+
+    update, scrape = gauges_arm(samples)
+    gauge_update_ms = median_ms(update, args.repeat)
+    gauge_scrape_ms = median_ms(scrape, args.repeat)
+    per_container = len([s for s in samples if s.label(names.LABEL_CONTAINER_ID) == f"{0:064x}"])
+
+    health_series = len(samples) - per_container * args.containers
+    print(f"/metrics, {args.containers} containers x {args.syscalls} syscalls, median of {args.repeat}")
+    print(f"series: {len(samples)} ({per_container} per container + {health_series} health)")
+    print(f"body: {len(body) / 1024:.0f} KiB")
+    print(f"{'':34}{'croft':>10}{'labelled Gauges':>18}{'ratio':>8}")
+    for what, ours, theirs in (
+        ("per poll (build + publish), ms", publish_ms, gauge_update_ms),
+        ("per scrape (generate_latest), ms", scrape_ms, gauge_scrape_ms),
+    ):
+        print(f"{what:34}{ours:>10.2f}{theirs:>18.2f}{theirs / ours:>7.2f}x")
+    print(f"{'per scrape over HTTP, ms':34}{http_ms:>10.2f}")
+
+
+if __name__ == "__main__":
+    main()
