@@ -52,7 +52,7 @@ def test_croft_run_rows_carry_the_syscall_rate_of_a_watched_process(tmp_path: Pa
         pytest.skip("croft run needs root")
     dataset = tmp_path / "data" / "croft-dataset.jsonl"
     name = f"croft-ebpf-e2e-{os.getpid()}"
-    with workload.TestCgroup(name) as cgroup:
+    with workload.OwnCgroup(name) as cgroup:
         child = cgroup.spawn(PACED, str(RATE_PER_S))
         croft = subprocess.Popen(
             [sys.executable, "-m", "croft", "run", "--dataset", str(dataset), "--watch", name],
