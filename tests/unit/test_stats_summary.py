@@ -204,3 +204,12 @@ def test_skip_reports_name_each_damaged_file_and_count_lines_by_kind() -> None:
     )
     assert all("\n" not in sentence for sentence in tally.report())
     assert SkipTally().report() == ()
+
+
+def test_the_views_admit_exactly_the_workloads_of_the_row_model() -> None:
+    import typing
+
+    from croft.domain.row import WORKLOADS
+    from croft.domain.row_views import WorkloadView
+
+    assert typing.get_args(WorkloadView) == WORKLOADS

@@ -15,6 +15,7 @@ from typing import Any
 
 import attrs
 
+from croft.domain.row import WORKLOADS
 from croft.domain.row_views import ProcessIds, StatsSyscallsView, StatsView
 from croft.domain.skips import SkipTally
 
@@ -108,7 +109,10 @@ class StatsAccumulator:
         polls.update(times)
         self.tgids[node].update(map(_tgid, views))
         self.processes.update(map(_process, views))
-        self.workloads.update(map(_workload, views))
+        workloads = list(map(_workload, views))
+        for workload in WORKLOADS:  # the views admit only these; a list count is a C loop
+            if found := workloads.count(workload):
+                self.workloads[workload] += found
         if self.syscalls:
             sums = self.syscall_sums
             for call in chain.from_iterable(map(_syscalls, views)):
