@@ -21,21 +21,31 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from croft.adapters.dataset_files import DatasetFile, Lines, Part, Torn, find_files, read_part, split
+from croft.adapters.dataset_files import (
+    DatasetFile,
+    Lines,
+    Part,
+    Torn,
+    find_files,
+    read_part,
+    split,
+    work_bytes,
+)
 from croft.domain.container_profile import ProfileAccumulator
 from croft.domain.row_views import PROFILE_DECODER, STATS_DECODER, STATS_SYSCALLS_DECODER
 from croft.domain.skips import NOT_A_ROW, NOT_JSON, TORN, SkipTally
 from croft.domain.summary import FileFacts, StatsAccumulator
 
 PART_BYTES = 64 << 20  # plain files larger than this are read by several workers
-INLINE_BYTES = 32 << 20  # below this a pool costs more than it saves
+INLINE_BYTES = 64 << 20  # lines (decompressed) below which a pool costs more than it saves
 
 T = TypeVar("T")
 
 
 def default_workers() -> int:
     """One worker per CPU this process may run on."""
-    return len(os.sched_getaffinity(0))
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity else os.cpu_count() or 1
 
 
 def file_facts(files: tuple[DatasetFile, ...]) -> FileFacts:
@@ -95,7 +105,7 @@ def _run(
     on a pool of `workers` (default: one per CPU), largest parts first. Results come in any order."""
     parts = split(files, part_bytes)
     workers = min(workers or default_workers(), len(parts))
-    if workers <= 1 or sum(f.size_bytes for f in files) < inline_bytes:
+    if workers <= 1 or sum(map(work_bytes, parts)) < inline_bytes:
         yield from map(task, parts)
         return
     # fork: workers start in milliseconds and re-import nothing; the readers run no threads.
