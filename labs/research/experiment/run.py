@@ -1,0 +1,268 @@
+"""croft's experiment harness (experiments.md).
+
+    uv run run.py gpu --dry-run                                   # the plan of the GPU suite
+    uv run run.py web --prefix burst-1 --profile burst --scale 0.5 [--scaler croft]
+    uv run run.py web --prefix lead --steps 2,4,8,12 --shape ramp
+    uv run run.py calibrate                                       # CPU and syscalls per request, here
+    uv run run.py compare --prefix hpa- duo-                      # burst runs scored per arm
+    uv run run.py simulate --app webapp --profile burst --scale 0.5 --scaler croft --seeds 3
+    uv run run.py answer --seeds 5                                # the simulated answer, table + PNG
+
+Without uv: `python run.py ...` with croft's virtualenv (it has every dependency but Locust).
+Only one experiment (web, gpu, calibrate) runs at a time: data/experiment.lock.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+DATA = HERE / "data"
+
+
+def _profile_options(parser: argparse.ArgumentParser, default: str) -> None:
+    import profiles
+
+    parser.add_argument("--profile", default=default, choices=profiles.PROFILES, help="the open-loop profile")
+    parser.add_argument(
+        "--scale", type=float, default=1.0, help="multiplies every rate (burst: 10 -> 150 RPS at 1)"
+    )
+    parser.add_argument(
+        "--steps", default="", help="comma-separated RPS levels, e.g. 2,4,8,12 (wins over --profile)"
+    )
+    parser.add_argument(
+        "--shape", default="step", choices=profiles.SHAPES, help="how --steps go from one to the next"
+    )
+    parser.add_argument("--step-secs", type=float, default=profiles.STEP_S, help="seconds per step")
+    parser.add_argument(
+        "--duration-secs", type=float, default=None, help="length of constant/ramp/periodic/variable"
+    )
+    parser.add_argument(
+        "--rps", type=float, default=None, help="the constant profile's rate (default 10 x --scale)"
+    )
+    parser.add_argument(
+        "--warmup-secs", type=float, default=profiles.WARMUP_S, help="warm-up before the profile"
+    )
+    parser.add_argument(
+        "--warmup-rps", type=float, default=None, help="warm-up rate (default: the profile's first)"
+    )
+    parser.add_argument("--app", default="webapp", help="an entry of apps.json")
+    parser.add_argument("--apps", type=Path, default=HERE / "apps.json", help="the apps file")
+
+
+def _profile(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    import profiles
+
+    levels = profiles.parse_steps(args.steps) if args.steps else None
+    base = profiles.build(
+        args.profile, args.scale, levels, args.shape, args.step_secs, args.duration_secs, args.rps
+    )
+    return profiles.with_warmup(base, args.warmup_secs, args.warmup_rps)
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="run.py", description=__doc__.splitlines()[0] if __doc__ else None)
+    sub = top.add_subparsers(dest="command", required=True)
+
+    gpu = sub.add_parser("gpu", help="the GPU suite: one Job per workload, one GPU each")
+    gpu.add_argument("--dry-run", action="store_true", help="print the plan instead of running it")
+    gpu.add_argument("--manifests", action="store_true", help="with --dry-run: print the Jobs too")
+    gpu.add_argument("--duration-secs", type=int, default=300)
+
+    web = sub.add_parser("web", help="one run of an app under open-loop load or Locust users")
+    web.add_argument("--prefix", required=True, help="the run's name starts with it; compare selects by it")
+    _profile_options(web, "constant")
+    web.add_argument(
+        "--scaler",
+        default="none",
+        choices=("none", "croft"),
+        help="none: the HPA alone; croft: croft scale instead of the HPA",
+    )
+    web.add_argument("--replicas", type=int, default=None, help="fixed replicas, no autoscaler")
+    web.add_argument("--probes", default="default", choices=("default", "relaxed"), help="probe timing")
+    web.add_argument("--users", type=int, default=None, help="Locust mode: this many closed-loop users")
+    web.add_argument("--spawn-rate", type=float, default=5.0, help="Locust users started per second")
+    web.add_argument("--host", default=None, help="send the load here instead of apps.json's host")
+    web.add_argument("--timeout-secs", type=float, default=10.0, help="a request's timeout")
+    web.add_argument("--no-keepalive", action="store_true", help="a new connection per request")
+    web.add_argument("--cooldown-secs", type=float, default=15.0)
+    web.add_argument("--ready-timeout-secs", type=float, default=300.0)
+    web.add_argument("--prometheus", default=None, help="Prometheus base URL for prometheus.csv")
+    web.add_argument("--croft", default="croft", help="the croft executable for --scaler croft")
+    web.add_argument("--croft-arg", action="append", default=[], help="an extra croft scale argument")
+
+    cal = sub.add_parser(
+        "calibrate", help="CPU and syscalls per request on this machine, from croft's dataset"
+    )
+    cal.add_argument("--app", default="webapp")
+    cal.add_argument("--apps", type=Path, default=HERE / "apps.json")
+    cal.add_argument("--rates", default="2,4,8", help="comma-separated RPS to drive it at")
+    cal.add_argument("--secs-per-rate", type=float, default=40.0)
+    cal.add_argument(
+        "--cpu-ms", type=float, default=None, help="the webapp's CPU per request (default its own 50)"
+    )
+    cal.add_argument("--croft", default="croft")
+    cal.add_argument("--no-write", action="store_true", help="do not write the result into apps.json")
+
+    cmp_ = sub.add_parser("compare", help="score burst runs per arm")
+    cmp_.add_argument("--prefix", nargs="+", required=True, help="one prefix per arm")
+    cmp_.add_argument("--slo-ms", type=float, default=500.0, help="the p95 objective")
+
+    sim = sub.add_parser("simulate", help="croft.sim runs in the run-directory format")
+    _profile_options(sim, "burst")
+    sim.add_argument("--scaler", default="none", choices=("none", "croft", "fixed"))
+    sim.add_argument("--seeds", type=int, default=3)
+    sim.add_argument("--prefix", default=None, help="default sim-<app>-<arm>-")
+
+    ans = sub.add_parser("answer", help="the simulated answer: both cases, both arms, N seeds, table + PNG")
+    ans.add_argument("--seeds", type=int, default=5)
+    ans.add_argument("--plot", type=Path, default=None, help="default <data>/answer.png")
+    ans.add_argument("--apps", type=Path, default=HERE / "apps.json")
+
+    for command in (gpu, web, cal, cmp_, sim, ans):
+        default = DATA / "sim" if command in (sim, ans) else DATA
+        command.add_argument("--data", type=Path, default=default, help="the data directory")
+    for command in (gpu, web):
+        command.add_argument("--kubectl", default="kubectl")
+        command.add_argument("--kubeconfig", default=None, help="default: $KUBECONFIG")
+    for command in (gpu, web, cal):
+        command.add_argument(
+            "--break-stale-lock", action="store_true", help="replace a lock whose owner died"
+        )
+    return top
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    import apps
+    import calibrate
+    import explock
+    import kube
+    import locust_mode
+    import profiles
+    import prom
+    import scoring
+    import web
+
+    known = (
+        profiles.ProfileError,
+        apps.AppError,
+        explock.LockBusy,
+        scoring.CompareError,
+        kube.KubeError,
+        web.WebError,
+        calibrate.CalibrateError,
+        locust_mode.LocustMissing,
+        prom.PrometheusError,
+    )
+    try:
+        return _dispatch(args)
+    except known as exc:
+        print(f"run.py: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("run.py: interrupted", file=sys.stderr)
+        return 130
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    import apps
+    import explock
+    import scoring
+
+    lock = args.data / "experiment.lock"
+    if args.command == "gpu":
+        import gpu
+        import kube
+
+        plan = gpu.suite(args.duration_secs)
+        if args.dry_run:
+            print(gpu.plan_text(plan, args.manifests))
+            return 0
+        with explock.experiment_lock(lock, break_stale=args.break_stale_lock):
+            gpu.run_suite(kube.Kubectl(args.kubectl, args.kubeconfig), plan, args.data)
+        return 0
+    if args.command == "web":
+        import web
+
+        options = web.WebOptions(
+            app=apps.load(args.app, args.apps),
+            prefix=args.prefix,
+            profile=_profile(args),
+            data_dir=args.data,
+            scaler=args.scaler,
+            replicas=args.replicas,
+            probes=args.probes,
+            host=args.host,
+            timeout_s=args.timeout_secs,
+            keepalive=not args.no_keepalive,
+            users=args.users,
+            spawn_rate=args.spawn_rate,
+            kubectl=args.kubectl,
+            kubeconfig=args.kubeconfig,
+            croft=args.croft,
+            croft_args=tuple(args.croft_arg),
+            prometheus=args.prometheus,
+            ready_timeout_s=args.ready_timeout_secs,
+            cooldown_s=args.cooldown_secs,
+        )
+        with explock.experiment_lock(lock, break_stale=args.break_stale_lock):
+            run_dir = web.web(options)
+        print(run_dir)
+        return 0
+    if args.command == "calibrate":
+        import datetime as dt
+        import json
+
+        import calibrate
+        import profiles
+        import web
+
+        rates = profiles.parse_steps(args.rates)
+        stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+        app = apps.load(args.app, args.apps)
+        with explock.experiment_lock(lock, break_stale=args.break_stale_lock):
+            result = calibrate.calibrate(
+                app,
+                rates,
+                args.secs_per_rate,
+                args.data / "calibrate" / stamp,
+                web.croft_executable(args.croft),
+                args.cpu_ms,
+                None if args.no_write else args.apps,
+            )
+        print(json.dumps(result, indent=2))
+        return 0
+    if args.command == "compare":
+        data = args.data / "web"
+        scores = scoring.score_prefixes(data, args.prefix, args.slo_ms)
+        scoring.write_csv(data / "compare.csv", scores)
+        print(scoring.table(scores, args.prefix))
+        print(f"{len(scores)} runs scored; rows in {data / 'compare.csv'}")
+        return 0
+    if args.command == "simulate":
+        import answer
+
+        app = apps.load(args.app, args.apps)
+        arm = answer.ARM_OF_SCALER[args.scaler]
+        prefix = args.prefix or f"sim-{app.name}-{arm}-"
+        profile = _profile(args)
+        names = answer.simulate_runs(app, profile, arm, range(1, args.seeds + 1), prefix, args.data / "web")
+        print(f"{len(names)} simulated runs in {args.data / 'web'}: {', '.join(names)}")
+        if profile.burst_s is not None:
+            print(scoring.table(scoring.score_prefixes(args.data / "web", [prefix]), [prefix]))
+        return 0
+    if args.command == "answer":
+        import answer
+
+        plot = args.plot or args.data / "answer.png"
+        print(answer.answer(args.seeds, args.data, plot, args.apps))
+        return 0
+    raise AssertionError(args.command)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
