@@ -28,6 +28,7 @@ from croft.errors import UserError
 
 PLAIN_READ_BYTES = 256 << 10  # bytes per read of a plain file (cache-sized, like a zstd block)
 ZSTD_READ_BYTES = 16 << 10  # compressed bytes per decompress call (about 200 KB out, cache-sized)
+ZSTD_WRITE_BYTES = 512 << 10  # zstandard's output buffer: one piece per call, nothing to join
 
 _SEGMENT = re.compile(r"(?P<stem>.+)-\w{16}(?:_\d{3,})?\.jsonl(?:\.zst)?")
 _DATA = (".jsonl", ".jsonl.zst")
@@ -238,7 +239,7 @@ def _zstd_blocks(path: Path, read_bytes: int) -> Iterator[bytes | Damaged]:
     decompressor = zstandard.ZstdDecompressor()
     try:
         with path.open("rb") as f:
-            frame = decompressor.decompressobj()
+            frame = decompressor.decompressobj(write_size=ZSTD_WRITE_BYTES)
             complete = True  # an empty file holds no frame and no damage
             while compressed := f.read(read_bytes):
                 while compressed:
@@ -249,7 +250,7 @@ def _zstd_blocks(path: Path, read_bytes: int) -> Iterator[bytes | Damaged]:
                     # Concatenated frames (zstd -dc reads them too): restart on the bytes left over.
                     compressed = frame.unused_data if frame.eof else b""
                     if frame.eof:
-                        frame = decompressor.decompressobj()
+                        frame = decompressor.decompressobj(write_size=ZSTD_WRITE_BYTES)
             if not complete:
                 yield Damaged("truncated zstd data (the file ends inside a frame)")
     except zstandard.ZstdError as exc:
