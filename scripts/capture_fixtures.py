@@ -154,6 +154,8 @@ def damage_procfs(hybrid: Path, pids: dict[str, int]) -> None:
     vanished = out / "proc" / str(pids["idle"])
     for child in vanished.iterdir():
         child.unlink()  # listed, but every file gone: it exited between listing and reading
+    # git keeps no empty directory; a dot file keeps the listed pid without giving it a readable file
+    (vanished / ".keep").write_bytes(b"")
 
 
 def read_polls(trace_dir: Path) -> tuple[bytes, list[dict[str, object]]]:
