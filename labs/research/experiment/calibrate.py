@@ -172,7 +172,13 @@ def rate_point(
         cores.append(max(r["cgroup_usage"]["cpu_cores"] for r in poll_rows))
     if not polls:
         raise CalibrateError(f"croft wrote no poll of {CGROUP} between {start} and {end} (unix ms)")
-    return RatePoint(target, achieved, statistics.fmean(calls), statistics.fmean(cores), len(polls))
+    return RatePoint(
+        target,
+        round(achieved, 3),
+        round(statistics.fmean(calls), 3),
+        round(statistics.fmean(cores), 5),
+        len(polls),
+    )
 
 
 def fit(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:

@@ -1,0 +1,148 @@
+"""The open-loop load generator against real servers on loopback: the webapp, and one that stalls.
+
+Open loop means the schedule never waits for answers: while the server stalls, requests keep
+leaving on time (achieved RPS stays on target) and the stall shows in their latency.
+"""
+
+from __future__ import annotations
+
+import http.server
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import loadgen
+import profiles
+from croft.sim.rundir import WORKLOAD_COLUMNS, read_workload
+
+WEBAPP = Path(loadgen.__file__).resolve().parent / "workloads" / "webapp" / "webapp.py"
+pytestmark = pytest.mark.timeout(60)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def webapp() -> Iterator[str]:
+    port = _free_port()
+    process = subprocess.Popen(
+        [sys.executable, str(WEBAPP), "--host", "127.0.0.1", "--port", str(port), "--cpu-ms", "2"],
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+class StallingServer:
+    """Answers at once, except that every request arriving in [stall_from_s, stall_to_s) after the
+    first request is held until `stall_to_s`; path /fail answers 500, /hang never answers."""
+
+    def __init__(self, stall_from_s: float, stall_to_s: float) -> None:
+        self.stall = (stall_from_s, stall_to_s)
+        self.t0: float | None = None
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self) -> None:
+                if self.path == "/hang":
+                    time.sleep(5)
+                    return
+                now = time.monotonic()
+                if outer.t0 is None:
+                    outer.t0 = now
+                elapsed = now - outer.t0
+                if outer.stall[0] <= elapsed < outer.stall[1]:
+                    time.sleep(outer.stall[1] - elapsed)
+                status = 500 if self.path == "/fail" else 200
+                self.send_response(status)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_achieved_follows_target_against_the_webapp(webapp, tmp_path):
+    profile = profiles.constant(duration_s=3, rps=40)
+    result = loadgen.run_open_loop(
+        profile, loadgen.Target(webapp, ("/work",)), tmp_path / "w.csv", quiet=True
+    )
+    assert [(r.target_rps, r.achieved_rps, r.ok) for r in result.rows] == [(40, 40, 40)] * 3
+    assert all(r.failures == 0 and r.timeouts == 0 for r in result.rows)
+    assert all(r.p50_ms is not None and r.p50_ms >= 2.0 for r in result.rows)  # the 2 ms of CPU at least
+    header = (tmp_path / "w.csv").read_text().splitlines()[0]
+    assert header == ",".join(WORKLOAD_COLUMNS)
+    assert read_workload(tmp_path / "w.csv") == list(result.rows)
+
+
+def test_a_stalling_server_gets_its_requests_on_time_and_shows_the_stall_in_latency():
+    server = StallingServer(stall_from_s=1.0, stall_to_s=2.5)
+    server.start()
+    try:
+        profile = profiles.constant(duration_s=4, rps=20)
+        rows = loadgen.run_open_loop(profile, loadgen.Target(server.url, ("/",)), quiet=True).rows
+    finally:
+        server.close()
+    assert [r.target_rps for r in rows] == [20] * 4
+    assert [r.achieved_rps for r in rows] == [20] * 4  # the schedule did not wait for the stall
+    assert all(r.ok == 20 for r in rows)
+    assert rows[0].p95_ms is not None and rows[0].p95_ms < 300
+    # Second 1 sent into the stall: its first request waited ~1.5 s, its p95 well over 1 s.
+    assert rows[1].p99_ms is not None and rows[1].p99_ms > 1000
+    assert rows[1].p95_ms is not None and rows[1].p95_ms > 700
+    assert rows[3].p95_ms is not None and rows[3].p95_ms < 300  # after the stall
+
+
+def test_failures_and_timeouts_are_counted_apart():
+    server = StallingServer(stall_from_s=100, stall_to_s=100)
+    server.start()
+    try:
+        target = loadgen.Target(server.url, ("/", "/fail", "/hang"), timeout_s=1.0)
+        rows = loadgen.run_open_loop(profiles.constant(duration_s=2, rps=6), target, quiet=True).rows
+    finally:
+        server.close()
+    assert [(r.ok, r.failures, r.timeouts) for r in rows] == [(2, 2, 2)] * 2
+    # A timed-out request counts at the timeout (a lower bound), so p99 is at least the timeout.
+    assert all(r.p99_ms is not None and r.p99_ms >= 1000 for r in rows)
+
+
+def test_a_refused_connection_is_a_failure():
+    port = _free_port()  # nothing listens there
+    rows = loadgen.run_open_loop(
+        profiles.constant(duration_s=1, rps=5), loadgen.Target(f"http://127.0.0.1:{port}"), quiet=True
+    ).rows
+    assert [(r.achieved_rps, r.ok, r.failures) for r in rows] == [(5, 0, 5)]

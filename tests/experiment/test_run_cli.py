@@ -1,0 +1,140 @@
+"""run.py as a user runs it: `gpu --dry-run`, `simulate` then `compare` on its run directories, user
+mistakes in one sentence, and a short real `calibrate` (root, eBPF)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import apps
+
+RUN_PY = Path(apps.__file__).with_name("run.py")
+
+
+def run_py(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(RUN_PY), *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
+def test_gpu_dry_run_prints_the_plan_of_jobs():
+    out = run_py("gpu", "--dry-run")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "GPU suite: 6 Jobs in namespace croft-gpu, one at a time, 1 GPU each"
+    labels = [line.split()[1] for line in lines[1:7]]
+    assert labels == [
+        "training",
+        "batch-inference",
+        "generation",
+        "http-serving",
+        "ollama-serving",
+        "idle-gpu",
+    ]
+    assert lines[-1] == "total: about 30 min of GPU time, plus image pulls"
+
+
+def test_gpu_dry_run_manifests_ask_for_one_gpu_each():
+    out = run_py("gpu", "--dry-run", "--manifests", "--duration-secs", "60")
+    assert out.returncode == 0, out.stderr
+    jobs = [json.loads(chunk) for chunk in out.stdout.split("\n{")[1:] for chunk in ["{" + chunk]]
+    assert len(jobs) == 6
+    for job in jobs:
+        assert job["kind"] == "Job" and job["spec"]["backoffLimit"] == 0
+        container = job["spec"]["template"]["spec"]["containers"][0]
+        assert container["resources"]["limits"] == {"nvidia.com/gpu": 1}
+    training = jobs[0]["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert training[:3] == ["env", "SECS=60", "python"] and "loss.backward()" in training[-1]
+
+
+def test_simulate_writes_run_directories_that_compare_scores(tmp_path):
+    for scaler in ("none", "croft"):
+        out = run_py(
+            "simulate",
+            "--app",
+            "webapp",
+            "--profile",
+            "burst",
+            "--scale",
+            "0.5",
+            "--scaler",
+            scaler,
+            "--seeds",
+            "2",
+            "--data",
+            str(tmp_path),
+        )
+        assert out.returncode == 0, out.stderr
+    web = tmp_path / "web"
+    assert sorted(p.name for p in web.iterdir() if p.is_dir()) == [
+        "sim-webapp-croft-1",
+        "sim-webapp-croft-2",
+        "sim-webapp-hpa-1",
+        "sim-webapp-hpa-2",
+    ]
+    for name in ("workload.csv", "timeline.json", "prometheus.csv", "scaler.log"):
+        assert (web / "sim-webapp-croft-1" / name).exists()
+    assert not (web / "sim-webapp-hpa-1" / "scaler.log").exists()
+    records = [json.loads(line) for line in (web / "runs.jsonl").read_text().splitlines()]
+    assert {r["autoscaler"] for r in records} == {"hpa", "croft"}
+    assert all(r["load"]["burst"]["onset_ms"] - r["window"]["start_ms"] == 210_000 for r in records)
+    assert all(r["containers"] and r["simulated"]["seed"] in (1, 2) for r in records)
+    out = run_py("compare", "--prefix", "sim-webapp-hpa-", "sim-webapp-croft-", "--data", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    assert "onset -> first scale-up, s" in out.stdout and "4 runs scored" in out.stdout
+    assert (web / "compare.csv").read_text().count("\n") == 5
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("simulate", "--app", "nope"), "run.py: --app 'nope' is not in "),
+        (("simulate", "--steps", "2,x"), "run.py: --steps '2,x' is not a comma-separated list"),
+        (("web", "--prefix", "x", "--scale", "0"), "run.py: --scale must be above 0"),
+    ],
+)
+def test_mistakes_are_one_sentence_and_exit_2(tmp_path, args, message):
+    out = run_py(*args, "--data", str(tmp_path))
+    assert out.returncode == 2
+    assert out.stderr.startswith(message) and "Traceback" not in out.stderr
+
+
+@pytest.mark.root
+@pytest.mark.bpf
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_calibrate_measures_the_webapp_s_known_costs_from_croft_s_dataset(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("calibrate needs root (croft run loads eBPF)")
+    apps_json = tmp_path / "apps.json"
+    apps_json.write_text(apps.APPS_JSON.read_text())
+    croft = str(Path(sys.executable).parent / "croft")
+    out = run_py(
+        "calibrate",
+        "--apps",
+        str(apps_json),
+        "--rates",
+        "4,10",
+        "--secs-per-rate",
+        "12",
+        "--cpu-ms",
+        "20",
+        "--croft",
+        croft,
+        "--data",
+        str(tmp_path),
+        timeout=170,
+    )
+    assert out.returncode == 0, out.stderr
+    calibration = json.loads(apps_json.read_text())["webapp"]["calibration"]
+    # The webapp sends every reply in exactly 2 sendto calls and burns 20 ms of CPU per request.
+    assert calibration["syscall"] == "sendto"
+    assert 1.8 <= calibration["calls_per_request"] <= 2.2, calibration
+    assert 18 <= calibration["cpu_per_request_ms"] <= 26, calibration
+    assert calibration["source"].startswith("run.py calibrate on ")
+    assert not any(Path("/sys/fs/cgroup").glob("*/croft-calibrate"))  # its cgroups are gone

@@ -1,0 +1,122 @@
+"""croft.sim's laws: replicas within [1, max], every request accounted for once, latency that grows
+with the backlog, determinism per seed; and the croft arm decides through croft.domain.scaling."""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+import attrs
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from croft.sim import ARMS, SimApp, SimOptions, simulate
+from croft.sim.load import send_times
+
+APP = SimApp("webapp", "croft-exp", "webapp", cpu_limit_cores=1.0, cpu_per_request_ms=50, calls_per_request=2)
+
+
+@attrs.frozen
+class Steps:
+    """Piecewise-constant load: (seconds, rps) segments."""
+
+    segments: tuple[tuple[float, float], ...]
+
+    @property
+    def duration_s(self) -> float:
+        return sum(d for d, _ in self.segments)
+
+    def rate_at(self, t_s: float) -> float:
+        for duration, rps in self.segments:
+            if t_s < duration:
+                return rps
+            t_s -= duration
+        return 0.0
+
+
+apps = st.builds(
+    SimApp,
+    name=st.just("app"),
+    namespace=st.just("ns"),
+    deployment=st.just("app"),
+    cpu_limit_cores=st.sampled_from([0.5, 1.0, 2.0]),
+    cpu_per_request_ms=st.floats(5, 100),
+    calls_per_request=st.floats(1, 4),
+    service_cv=st.floats(0, 0.5),
+    pod_start_s=st.just((0.5, 3.0)),
+    readiness_s=st.just((0.5, 5.0)),
+    max_replicas=st.integers(1, 10),
+)
+loads = st.builds(
+    Steps, st.lists(st.tuples(st.floats(5, 60), st.floats(0, 60)), min_size=1, max_size=4).map(tuple)
+)
+
+
+@settings(max_examples=25, deadline=None)
+@given(app=apps, load=loads, arm=st.sampled_from(ARMS), seed=st.integers(0, 2**32))
+def test_replicas_stay_within_one_and_max_and_every_request_is_accounted_for(app, load, arm, seed):
+    result = simulate("r", app, load, SimOptions(arm=arm, seed=seed))
+    replicas = result.timeline.initial_replicas
+    for rescale in result.timeline.rescales:
+        assert rescale.from_replicas == replicas  # a chain: each rescale starts where the last ended
+        assert 1 <= rescale.to_replicas <= app.max_replicas
+        replicas = rescale.to_replicas
+    if arm == "fixed":
+        assert result.timeline.rescales == ()
+    scheduled = len(send_times(load.rate_at, load.duration_s))
+    assert sum(r.target_rps for r in result.rows) == scheduled
+    for row in result.rows:
+        assert row.ok + row.failures + row.timeouts == row.target_rps == row.achieved_rps
+    alive = [p for p in result.timeline.pods if p.deleted_ms is None]
+    assert len(alive) == replicas  # the ReplicaSet converged on spec.replicas
+
+
+def test_the_same_seed_gives_the_same_run_and_another_seed_another():
+    load = Steps(((20, 5), (30, 60), (20, 5)))
+    one, two = (simulate("r", APP, load, SimOptions(arm="croft", seed=7)) for _ in range(2))
+    assert one == two
+    assert simulate("r", APP, load, SimOptions(arm="croft", seed=8)).rows != one.rows
+
+
+def test_below_capacity_latency_is_the_service_time_and_nothing_fails():
+    # 8 RPS x 50 ms = 0.4 of one core.
+    result = simulate("r", attrs.evolve(APP, service_cv=0), Steps(((30, 8),)), SimOptions(arm="fixed"))
+    assert all(r.ok == 8 and r.p50_ms == 50.0 for r in result.rows)
+
+
+def test_latency_grows_with_the_backlog_of_an_overloaded_pod():
+    # 40 RPS into one pod that serves 20: the queue grows by 20 requests (1 s of work) every second.
+    result = simulate(
+        "r", attrs.evolve(APP, service_cv=0), Steps(((8, 40),)), SimOptions(arm="fixed", timeout_s=60)
+    )
+    p50 = [r.p50_ms for r in result.rows]
+    assert all(b > a for a, b in itertools.pairwise(p50))
+    assert 6000 < p50[-1] < 9000  # ~7.5 s of backlog by the last second
+
+
+def test_the_croft_arm_scales_up_within_seconds_of_a_burst_through_the_real_decision():
+    load = Steps(((60, 5), (60, 75), (60, 5)))
+    result = simulate("r", APP, load, SimOptions(arm="croft", seed=3), burst_s=(60, 120))
+    first_up = min(r.at_ms for r in result.timeline.rescales) - result.record.burst_onset_ms
+    # collector poll (<= 2 s) + two scaler polls asking for more (2 x 2 s) + phase: at most ~8 s.
+    assert 0 < first_up <= 8_000
+    line = re.compile(
+        r"^\S+Z estimate_rps=[\d.]+\+? desired=\d+ replicas=\d+->\d+ decision=(up|down|hold) reason="
+    )
+    assert all(line.match(x) for x in result.scaler_log)
+    ups = [x for x in result.scaler_log if "decision=up reason=scale-up" in x]
+    assert len(ups) == sum(1 for r in result.timeline.rescales if r.to_replicas > r.from_replicas)
+    assert all(r.source == "croft" for r in result.timeline.rescales)
+
+
+def test_neither_arm_scales_down_before_its_300_s_window():
+    load = Steps(((30, 5), (60, 75), (330, 5)))
+    for arm in ("croft", "hpa"):
+        result = simulate("r", APP, load, SimOptions(arm=arm, seed=1))
+        ups = [r for r in result.timeline.rescales if r.to_replicas > r.from_replicas]
+        downs = [r for r in result.timeline.rescales if r.to_replicas < r.from_replicas]
+        assert ups, arm
+        start = result.timeline.start_ms
+        # No scale-down within 300 s of the last scale-up's recommendation, nor before 300 s of watching.
+        assert all(d.at_ms - max(u.at_ms for u in ups) >= 300_000 - 15_000 for d in downs), arm
+        assert all(d.at_ms - start >= 300_000 for d in downs), arm
