@@ -29,8 +29,8 @@ run: $(STAMP) bpf-setup
 	$(BIN)/croft top --once --dataset fixtures/datasets/sample
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks labs
+	$(BIN)/ruff format --check src tests benchmarks labs
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
@@ -47,6 +47,8 @@ bench: $(STAMP) bpf-setup
 	$(BIN)/python benchmarks/rotation.py
 	$(BIN)/python benchmarks/collector.py
 	$(BIN)/python benchmarks/scale.py
+	# The simulated answer: HPA vs croft scale on the bursts, N seeds, table + PNG (labs/research/experiment).
+	$(BIN)/python labs/research/experiment/run.py answer
 	$(BIN)/python benchmarks/metrics.py
 
 clean:

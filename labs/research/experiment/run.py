@@ -118,7 +118,7 @@ def parser() -> argparse.ArgumentParser:
     sim.add_argument("--prefix", default=None, help="default sim-<app>-<arm>-")
 
     ans = sub.add_parser("answer", help="the simulated answer: both cases, both arms, N seeds, table + PNG")
-    ans.add_argument("--seeds", type=int, default=5)
+    ans.add_argument("--seeds", type=int, default=10)
     ans.add_argument("--plot", type=Path, default=None, help="default <data>/answer.png")
     ans.add_argument("--apps", type=Path, default=HERE / "apps.json")
 
