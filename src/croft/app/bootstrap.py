@@ -91,10 +91,15 @@ def build_pipeline(
     return Pipeline(config, sink, recorder, observer)
 
 
-def build_http_server(address: str) -> tuple[HttpServer, SnapshotCollector]:
+def build_http_server(address: str, dataset: Path | None = None) -> tuple[HttpServer, SnapshotCollector]:
     """The collector's HTTP server on `--metrics-addr`, listening (a `UserError` when it cannot)
-    and serving its routes: /metrics from the returned collector, which the poll loop publishes to."""
+    and serving its routes: /metrics from the returned collector, which the poll loop publishes to;
+    with `dataset` (the live file), the read-only dataset endpoint /dataset of its directory."""
     server = HttpServer.bind(address)
+    if dataset is not None:
+        from croft.adapters.dataset_endpoint import DatasetEndpoint
+
+        DatasetEndpoint(dataset).register(server)
     metrics = SnapshotCollector()
     registry = metrics_registry(metrics)
     server.route("/metrics", lambda _: Response(200, CONTENT_TYPE, exposition_body(registry)))

@@ -2,18 +2,198 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 from cyclopts import Parameter
 
 from croft.errors import UserError
+
+if TYPE_CHECKING:
+    from croft.adapters.dataset_fetch import HttpDatasetSource
+
+DEFAULT_SELECTOR = "app.kubernetes.io/name=croft-collector"
+DEFAULT_PORT = 9464
+
+# (node, a context manager yielding that node's source), in node order
+Targets = list[tuple[str, Callable[[], AbstractContextManager["HttpDatasetSource"]]]]
 
 
 def collect(
     *,
     namespace: Annotated[str, Parameter(help="the collector's namespace")] = "croft",
     out: Annotated[Path, Parameter(help="where per-node directories go")] = Path("research/data/nodes"),
+    kubeconfig: Annotated[
+        Path | None, Parameter(help="the kubeconfig; default: $KUBECONFIG, ~/.kube/config or in-cluster")
+    ] = None,
+    selector: Annotated[str, Parameter(help="label selector of the collector pods")] = DEFAULT_SELECTOR,
+    port: Annotated[int, Parameter(help="the collectors' --metrics-addr port")] = DEFAULT_PORT,
+    url: Annotated[
+        tuple[str, ...],
+        Parameter(
+            help="NODE=URL of a collector reached directly (e.g. one started by croft deploy docker), "
+            "instead of the cluster; repeatable"
+        ),
+    ] = (),
+    timeout: Annotated[
+        float, Parameter(help="seconds a collector may stay silent before it counts as gone")
+    ] = 30.0,
 ) -> int:
     """Copy each collector pod's closed segments and live file into <out>/<node>/."""
-    raise UserError("croft collect is not built yet", exit_code=2)
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out} is a file; give a directory for the per-node datasets")
+    if timeout <= 0:
+        raise UserError(f"--timeout must be a positive number of seconds, got {timeout}")
+    with _targets(namespace, kubeconfig, selector, port, url, timeout) as targets:
+        if not targets:
+            raise UserError(
+                f"no running collector pods in namespace {namespace} (selector {selector}); "
+                "deploy them with croft deploy kubernetes"
+            )
+        out.mkdir(parents=True, exist_ok=True)
+        return copy_all(targets, out)
+
+
+@contextmanager
+def _targets(
+    namespace: str, kubeconfig: Path | None, selector: str, port: int, urls: tuple[str, ...], timeout_s: float
+) -> Iterator[Targets]:
+    import httpx
+
+    from croft.adapters.dataset_fetch import HttpDatasetSource
+    from croft.domain.dataset_http import is_safe_name
+
+    if urls:
+        targets: Targets = []
+        for item in urls:
+            node, sep, base = item.partition("=")
+            if not sep or not base.startswith(("http://", "https://")):
+                raise UserError(
+                    f"--url {item!r} is not NODE=http://host:port; give e.g. gpu-a=http://10.0.0.5:9464"
+                )
+            if not is_safe_name(node):
+                raise UserError(f"--url node name {node!r} is not a plain safe name (letters, digits, . _ -)")
+
+            @contextmanager
+            def direct(base: str = base) -> Iterator[HttpDatasetSource]:
+                with httpx.Client(base_url=base, timeout=timeout_s, trust_env=False) as http:
+                    yield HttpDatasetSource(http, "", f"the collector at {base}")
+
+            targets.append((node, direct))
+        yield sorted(targets, key=lambda t: t[0])
+        return
+
+    from croft.adapters.kube_cluster import Kube, KubeCallError, load_configuration
+    from croft.domain.cluster_views import collector_targets
+
+    kube = Kube(load_configuration(kubeconfig))
+    try:
+        try:
+            pods = kube.pods(namespace, selector)
+        except KubeCallError as exc:
+            hint = (
+                "bind the Role croft-collect to your user"
+                if exc.status in (401, 403)
+                else "check the cluster"
+            )
+            raise UserError(f"cannot list the collector pods in {namespace}: {exc}; {hint}") from exc
+        found = collector_targets(pods)
+        for pod, reason in found.skipped:
+            print(f"skipped pod {namespace}/{pod}: {reason}", file=sys.stderr)
+        with kube.http(timeout_s) as http:
+
+            def proxied(pod: str) -> Callable[[], AbstractContextManager[HttpDatasetSource]]:
+                base = f"/api/v1/namespaces/{namespace}/pods/{pod}:{port}/proxy"
+                return lambda: nullcontext(HttpDatasetSource(http, base, f"pod {namespace}/{pod}"))
+
+            yield [(node, proxied(pod)) for node, pod in found.nodes]
+    finally:
+        kube.close()
+
+
+def copy_all(targets: Targets, out: Path) -> int:
+    """Copy every node's dataset into `out/<node>/`, a line per node; 1 when any node failed."""
+    from croft.adapters.dataset_fetch import FetchError
+    from croft.adapters.node_copy import NodeCopy, RefusedNode
+
+    failed = 0
+    moved = written = 0
+    with _bar() as bar:
+        for node, open_source in targets:
+            task = bar.start(node)
+            try:
+                with open_source() as source:
+                    copy = NodeCopy(source, out / node, on_bytes=task.advance, on_plan=task.total)
+                    try:
+                        result = copy.run()
+                    finally:
+                        moved += source.moved_bytes
+            except (FetchError, RefusedNode) as exc:
+                failed += 1
+                bar.done(task)
+                print(f"{node}: not collected: {exc}; what landed is kept, the next collect continues")
+                continue
+            bar.done(task)
+            written += result.bytes_written
+            print(
+                f"{node}: {result.files} files, {_mb(result.bytes_written)} copied, "
+                f"{result.unchanged} unchanged"
+                + (f", {len(result.refused)} refused" if result.refused else "")
+            )
+            for name, reason in result.refused:
+                print(f"  refused {name!r:.100}: {reason}")
+            for note in result.notes:
+                print(f"  {note}")
+    print(
+        f"{len(targets) - failed} of {len(targets)} nodes collected into {out}: "
+        f"{_mb(written)} written, {_mb(moved)} moved"
+    )
+    return 1 if failed else 0
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.1f} MB" if n >= 100_000 else f"{n} bytes"
+
+
+class _Task:
+    def __init__(self, bar: Any, task_id: Any) -> None:
+        self._bar, self.id = bar, task_id
+
+    def advance(self, n: int) -> None:
+        if self._bar is not None:
+            self._bar.advance(self.id, n)
+
+    def total(self, n: int) -> None:
+        if self._bar is not None:
+            self._bar.update(self.id, total=n)
+
+
+class _Bars:
+    """A rich progress bar per node on a terminal; nothing elsewhere."""
+
+    def __init__(self, progress: Any) -> None:
+        self._progress = progress
+
+    def start(self, node: str) -> _Task:
+        if self._progress is None:
+            return _Task(None, None)
+        return _Task(self._progress, self._progress.add_task(node, total=None))
+
+    def done(self, task: _Task) -> None:
+        if self._progress is not None:
+            self._progress.remove_task(task.id)
+
+
+@contextmanager
+def _bar() -> Iterator[_Bars]:
+    if not sys.stdout.isatty():
+        yield _Bars(None)
+        return
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
+    columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn())
+    with Progress(*columns, transient=True) as progress:
+        yield _Bars(progress)

@@ -2,13 +2,28 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
 
 from cyclopts import App, Parameter
 
 from croft.errors import UserError
 
+if TYPE_CHECKING:
+    from croft.adapters.kube_cluster import Kube
+    from croft.domain.deployment import DeployOptions
+
 deploy_app = App(name="deploy", help="start the collector on Docker or Kubernetes")
+
+OldKernel = Annotated[
+    bool,
+    Parameter(
+        name="--kernel-before-5-8",
+        negative=(),
+        help="the hosts run Linux older than 5.8: CAP_SYS_ADMIN instead of CAP_BPF and CAP_PERFMON",
+    ),
+]
 
 
 @deploy_app.command
@@ -17,9 +32,24 @@ def docker(
     image: Annotated[str, Parameter(help="the collector image")] = "croft-collector",
     watch: Annotated[str, Parameter(help="comma-separated cgroup path prefixes to watch")] = "",
     dry_run: Annotated[bool, Parameter(negative=(), help="print the docker run command instead")] = False,
+    kernel_before_5_8: OldKernel = False,
 ) -> int:
     """Run the collector in a Docker container on this host."""
-    raise UserError("croft deploy docker is not built yet", exit_code=2)
+    import shlex
+
+    from croft.domain.deployment import DeployOptions, docker_run_argv, image_problem
+
+    if problem := image_problem(image):
+        raise UserError(problem)
+    argv = docker_run_argv(DeployOptions(image=image, watch=watch, kernel_before_5_8=kernel_before_5_8))
+    if dry_run:
+        print(shlex.join(argv))
+        return 0
+    from croft.adapters.docker_engine import run_docker
+
+    container = run_docker(argv)
+    print(f"started the collector in container {container[:12] or '?'}; its dataset is in /var/lib/croft")
+    return 0
 
 
 @deploy_app.command
@@ -28,6 +58,135 @@ def kubernetes(
     image: Annotated[str, Parameter(help="the collector image")] = "croft-collector",
     watch: Annotated[str, Parameter(help="comma-separated cgroup path prefixes to watch")] = "kubepods",
     dry_run: Annotated[bool, Parameter(negative=(), help="print the manifests instead")] = False,
+    namespace: Annotated[str, Parameter(help="the collector's namespace")] = "croft",
+    kubeconfig: Annotated[
+        Path | None, Parameter(help="the kubeconfig; default: $KUBECONFIG, ~/.kube/config or in-cluster")
+    ] = None,
+    timeout: Annotated[float, Parameter(help="seconds to wait for the DaemonSet to be scheduled")] = 120.0,
+    kernel_before_5_8: OldKernel = False,
 ) -> int:
     """Apply the collector's DaemonSet and its companions to the cluster."""
-    raise UserError("croft deploy kubernetes is not built yet", exit_code=2)
+    from croft.domain.deployment import DeployOptions, image_problem, manifest_header, manifests
+
+    if problem := image_problem(image):
+        raise UserError(problem)
+    options = DeployOptions(
+        image=image, watch=watch, namespace=namespace, kernel_before_5_8=kernel_before_5_8
+    )
+    docs = manifests(options)
+    if dry_run:
+        sys.stdout.write(render_manifests(docs, manifest_header(options)))
+        return 0
+    if timeout <= 0:
+        raise UserError(f"--timeout must be a positive number of seconds, got {timeout}")
+    from croft.adapters.kube_cluster import Kube, load_configuration
+
+    kube = Kube(load_configuration(kubeconfig))
+    try:
+        changed = apply_all(kube, docs)
+        return wait_for_rollout(kube, options, timeout, rolled="DaemonSet" in changed)
+    finally:
+        kube.close()
+
+
+def render_manifests(docs: tuple[dict[str, Any], ...], header: str) -> str:
+    """The objects as one multi-document YAML text under `header` (kubectl apply -f - reads it)."""
+    import yaml
+
+    return header + "".join("---\n" + yaml.safe_dump(doc, sort_keys=False, width=110) for doc in docs)
+
+
+def apply_all(kube: Kube, docs: tuple[dict[str, Any], ...]) -> set[str]:
+    """Server-side apply each object in order, saying what each apply did; the kinds it changed."""
+    from croft.adapters.kube_cluster import KubeCallError
+    from croft.domain.cluster_views import changed, describe, object_path
+
+    kinds: set[str] = set()
+    for doc in docs:
+        path = object_path(doc)
+        try:
+            before = kube.get(path)
+            after = kube.apply(doc, path)
+        except KubeCallError as exc:
+            raise UserError(f"cannot apply {describe(doc)}: {exc}; check your access to the cluster") from exc
+        if before is None:
+            verb = "created"
+        elif changed(before, after):
+            verb = "configured"
+        else:
+            verb = "unchanged"
+        if verb != "unchanged":
+            kinds.add(str(doc["kind"]))
+        print(f"{verb} {describe(doc)}{_image_change(before, after) if verb == 'configured' else ''}")
+    if not kinds:
+        print("nothing changed: the cluster already runs the collector as asked")
+    return kinds
+
+
+def _image_change(before: Any, after: Any) -> str:
+    def image(obj: Any) -> str | None:
+        containers = (((obj or {}).get("spec") or {}).get("template") or {}).get("spec", {}).get("containers")
+        return str(containers[0].get("image")) if containers else None
+
+    old, new = image(before), image(after)
+    return f": image {old} -> {new}, rolling out" if old != new and new is not None else ""
+
+
+def wait_for_rollout(kube: Kube, options: DeployOptions, timeout_s: float, rolled: bool) -> int:
+    """Wait, with a progress line, until the DaemonSet has an up-to-date pod scheduled on every node
+    it should run on; a `UserError` saying why not after `timeout_s`."""
+    import time
+
+    from croft.adapters.kube_cluster import KubeCallError
+    from croft.domain.cluster_views import rollout, why_not
+    from croft.domain.deployment import APP_LABEL
+
+    path = f"/apis/apps/v1/namespaces/{options.namespace}/daemonsets/{APP_LABEL}"
+    progress = _Progress()
+    deadline = time.monotonic() + timeout_s
+    state = None
+    while True:
+        try:
+            state = rollout(kube.call("GET", path))
+        except KubeCallError as exc:
+            progress.line(f"DaemonSet {options.namespace}/{APP_LABEL}: {exc}")
+        if state is not None:
+            progress.line(f"DaemonSet {options.namespace}/{APP_LABEL}: {state.line()}")
+            if state.done:
+                progress.end()
+                what = "rolled out" if rolled else "in place"
+                print(f"the collector is {what} on {state.desired} nodes ({state.ready} ready)")
+                return 0
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(1.0)
+    progress.end()
+    try:
+        events = kube.events(options.namespace, "DaemonSet", APP_LABEL)
+    except KubeCallError:
+        events = []
+    reason = why_not(state, events) if state is not None else "the DaemonSet could not be read"
+    raise UserError(f"the DaemonSet was not scheduled within {timeout_s:g} s: {reason}")
+
+
+class _Progress:
+    """One line rewritten in place on a terminal; elsewhere a line whenever it changes."""
+
+    def __init__(self) -> None:
+        self._tty = sys.stderr.isatty()
+        self._last = ""
+
+    def line(self, text: str) -> None:
+        if text == self._last:
+            return
+        self._last = text
+        if self._tty:
+            sys.stderr.write("\r\033[K" + text)
+        else:
+            sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+
+    def end(self) -> None:
+        if self._tty and self._last:
+            sys.stderr.write("\n")
+            sys.stderr.flush()

@@ -29,7 +29,9 @@ def run(
     metrics_addr: Annotated[
         str,
         Parameter(
-            env_var="CROFT_METRICS_ADDR", help="host:port to serve Prometheus /metrics on; empty: none"
+            env_var="CROFT_METRICS_ADDR",
+            help="host:port to serve Prometheus /metrics and the read-only dataset endpoint (/dataset) on; "
+            "empty: none",
         ),
     ] = "",
     rotate_secs: Annotated[
@@ -89,7 +91,7 @@ def run(
             "croft run needs root to read every process's /proc files and load eBPF: "
             "run it with sudo, or replay a recorded trace with --replay DIR"
         )
-    server, metrics = bootstrap.build_http_server(metrics_addr) if metrics_addr else (None, None)
+    server, metrics = bootstrap.build_http_server(metrics_addr, dataset) if metrics_addr else (None, None)
     try:
         if replay is not None:
             pipeline, runs = bootstrap.build_replay(settings, replay, metrics)

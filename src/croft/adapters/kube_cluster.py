@@ -1,0 +1,179 @@
+"""The Kubernetes API as croft deploy and croft collect use it, through the official client and a
+kubeconfig (`--kubeconfig`, else $KUBECONFIG or ~/.kube/config, else the in-cluster account).
+
+Calls go through `ApiClient.call_api` with decoded JSON in and out, so the pure code in
+`croft.domain` reads plain dicts. Byte streams from a pod (the dataset endpoint through the pod
+proxy) go through an httpx client built from the same configuration: same server, CA, client
+certificate and bearer token (refreshed per request where the kubeconfig's exec plugin says so).
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Generator, Mapping
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from croft.errors import UserError
+
+FIELD_MANAGER = "croft"
+
+
+class KubeCallError(Exception):
+    """An API call that failed; `status` is the HTTP status (0: no answer), the message one sentence."""
+
+    def __init__(self, message: str, status: int = 0) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def load_configuration(kubeconfig: Path | None) -> Any:
+    """The client configuration of `kubeconfig`, $KUBECONFIG, ~/.kube/config or the in-cluster
+    account, in that order; a `UserError` saying which was tried when none works."""
+    from kubernetes import client
+    from kubernetes import config as kube_config
+
+    loader: Any = kube_config  # untyped
+    configuration = client.Configuration()
+    try:
+        if kubeconfig is not None:
+            loader.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
+        else:
+            try:
+                loader.load_kube_config(client_configuration=configuration)
+            except (loader.ConfigException, FileNotFoundError, TypeError):
+                loader.load_incluster_config(client_configuration=configuration)
+    except (loader.ConfigException, FileNotFoundError, OSError) as exc:
+        where = kubeconfig or "$KUBECONFIG, ~/.kube/config or the in-cluster account"
+        raise UserError(
+            f"no usable Kubernetes configuration in {where} ({exc}); give one with --kubeconfig"
+        ) from exc
+    return configuration
+
+
+class Kube:
+    """JSON calls against the API server of `configuration`."""
+
+    def __init__(self, configuration: Any) -> None:
+        from kubernetes import client
+
+        self.configuration = configuration
+        self._api: Any = client.ApiClient(configuration)
+
+    def close(self) -> None:
+        self._api.close()
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        query: Mapping[str, str] | None = None,
+        content_type: str | None = None,
+        timeout_s: float = 30.0,
+    ) -> Any:
+        """One call; the decoded JSON answer. Raises `KubeCallError` with the API's message."""
+        import json
+
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
+        headers = {"Accept": "application/json"}
+        if content_type is not None:
+            headers["Content-Type"] = content_type
+        try:
+            method, url, headers, body, post = self._api.param_serialize(
+                method, path, query_params=list((query or {}).items()), header_params=headers, body=body,
+                auth_settings=["BearerToken"],
+            )  # fmt: skip
+            response = self._api.call_api(method, url, headers, body, post, _request_timeout=timeout_s)
+            data = response.read()
+        except ApiException as exc:
+            raise KubeCallError(f"{method} {path}: {exc.reason}", exc.status or 0) from exc
+        except HTTPError as exc:
+            raise KubeCallError(f"cannot reach the API server {self.configuration.host} ({exc})") from exc
+        if not 200 <= response.status <= 299:
+            raise KubeCallError(
+                f"{method} {path}: HTTP {response.status} {_message(data)}".rstrip(), response.status
+            )
+        try:
+            return json.loads(data)
+        except ValueError:
+            raise KubeCallError(f"{method} {path}: the API server answered with non-JSON") from None
+
+    def apply(self, manifest: Mapping[str, Any], path: str, dry_run: bool = False) -> Any:
+        """Server-side apply of `manifest` at its object `path`, as field manager `croft`, taking over
+        fields another manager set (force): the object as the API server keeps it."""
+        query = {"fieldManager": FIELD_MANAGER, "force": "true"}
+        if dry_run:
+            query["dryRun"] = "All"
+        return self.call(
+            "PATCH", path, body=dict(manifest), query=query, content_type="application/apply-patch+yaml"
+        )
+
+    def get(self, path: str) -> Any | None:
+        """The object at `path`, or None when there is none."""
+        try:
+            return self.call("GET", path)
+        except KubeCallError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def pods(self, namespace: str, selector: str) -> list[Mapping[str, Any]]:
+        """The pods of `namespace` matching the label `selector`."""
+        body = self.call("GET", f"/api/v1/namespaces/{namespace}/pods", query={"labelSelector": selector})
+        items = body.get("items") if isinstance(body, Mapping) else None
+        return [item for item in items or [] if isinstance(item, Mapping)]
+
+    def events(self, namespace: str, kind: str, name: str) -> list[Mapping[str, Any]]:
+        """The events about object `kind`/`name` in `namespace`."""
+        selector = f"involvedObject.kind={kind},involvedObject.name={name}"
+        body = self.call("GET", f"/api/v1/namespaces/{namespace}/events", query={"fieldSelector": selector})
+        items = body.get("items") if isinstance(body, Mapping) else None
+        return [item for item in items or [] if isinstance(item, Mapping)]
+
+    def http(self, timeout_s: float) -> httpx.Client:
+        """An httpx client for the same API server with the same credentials, for byte streams."""
+        cfg = self.configuration
+        verify: ssl.SSLContext | bool = False
+        if cfg.verify_ssl:
+            verify = ssl.create_default_context(cafile=cfg.ssl_ca_cert)
+            if cfg.cert_file:
+                verify.load_cert_chain(cfg.cert_file, cfg.key_file)
+        return httpx.Client(
+            base_url=cfg.host,
+            verify=verify,
+            auth=_ConfigurationAuth(cfg),
+            timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0)),
+            trust_env=False,
+        )
+
+
+class _ConfigurationAuth(httpx.Auth):
+    """The configuration's bearer token (or basic auth), read per request so exec plugins refresh."""
+
+    def __init__(self, configuration: Any) -> None:
+        self._cfg = configuration
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        settings = self._cfg.auth_settings()
+        bearer = settings.get("BearerToken")
+        if bearer and bearer.get("value"):
+            request.headers["Authorization"] = bearer["value"]
+        elif self._cfg.username:
+            request.headers["Authorization"] = self._cfg.get_basic_auth_token()
+        yield request
+
+
+def _message(data: bytes) -> str:
+    import json
+
+    try:
+        body = json.loads(data)
+    except ValueError:
+        return data.decode(errors="replace").strip()[:200]
+    return str(body.get("message", ""))[:300] if isinstance(body, Mapping) else ""

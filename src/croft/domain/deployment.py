@@ -1,0 +1,249 @@
+"""What `croft deploy` starts, as pure values: the `docker run` argument list and the Kubernetes
+objects (decoded-JSON dicts) with the options applied. The shell quotes, renders, runs or applies them.
+
+Host paths the collector needs, each read-only unless said otherwise:
+
+- `/proc` of the host, through the host's pid namespace (`--pid host`, `hostPID: true`): every
+  process's stat, status, io, fds, cgroup membership;
+- `/sys/fs/cgroup`: the containers' CPU, throttling, memory, OOM kills and PSI;
+- `/lib/modules` and `/usr/src`: the running kernel's headers (`/lib/modules/<release>/build` points
+  into `/usr/src` on Debian and Ubuntu), which BCC compiles croft's eBPF programs against;
+- `/sys/kernel/tracing` (tracefs): the tracepoint ids BCC attaches to;
+- `/var/lib/croft`, read-write: the dataset.
+
+Capabilities, everything else dropped (kernel >= 5.8, where CAP_BPF and CAP_PERFMON exist):
+
+- BPF: load programs and create maps (bpf(2));
+- PERFMON: attach them to tracepoints (perf_event_open, raw tracepoints) and read kernel memory
+  from tracing programs;
+- SYS_RESOURCE: raise RLIMIT_MEMLOCK, which kernels before 5.11 charge BPF maps against;
+- SYS_PTRACE: read other processes' /proc/<pid>/{exe,cwd,io,fd} (ptrace access checks);
+- DAC_READ_SEARCH: walk /proc/<pid>/fd and cgroup directories owned by other users.
+
+On kernels before 5.8 BPF and PERFMON do not exist: add SYS_ADMIN instead (`kernel_before_5_8`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import attrs
+
+METRICS_PORT = 9464
+DATASET_DIR = "/var/lib/croft"
+LIVE_NAME = "croft-dataset.jsonl"
+APP_LABEL = "croft-collector"
+SELECTOR = {"app.kubernetes.io/name": APP_LABEL}
+CAPABILITIES = ("BPF", "PERFMON", "SYS_RESOURCE", "SYS_PTRACE", "DAC_READ_SEARCH")
+OLD_KERNEL_CAPABILITIES = ("SYS_ADMIN", "SYS_RESOURCE", "SYS_PTRACE", "DAC_READ_SEARCH")
+# (volume name, host path, mounted read-only)
+HOST_PATHS = (
+    ("dataset", DATASET_DIR, False),
+    ("cgroup", "/sys/fs/cgroup", True),
+    ("modules", "/lib/modules", True),
+    ("usr-src", "/usr/src", True),
+    ("tracefs", "/sys/kernel/tracing", True),
+)
+
+Manifest = dict[str, Any]
+_IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,254}")
+
+
+def image_problem(image: str) -> str | None:
+    """Why `image` is not an image reference (`name[:tag][@digest]`, optionally with a registry),
+    or None. A leading dash would make `docker run` read it as an option, so it is refused."""
+    if _IMAGE.fullmatch(image) is None:
+        example = "croft-collector or reg.example/croft:1.2"
+        return f"--image {image!r:.80} is not an image reference such as {example}"
+    return None
+
+
+@attrs.frozen
+class DeployOptions:
+    """`image` the collector image, `watch` the comma-separated cgroup prefixes of `croft run
+    --watch`, `namespace` where the Kubernetes objects go, `kernel_before_5_8` swaps CAP_BPF and
+    CAP_PERFMON for CAP_SYS_ADMIN."""
+
+    image: str = "croft-collector"
+    watch: str = ""
+    namespace: str = "croft"
+    port: int = METRICS_PORT
+    kernel_before_5_8: bool = False
+
+    @property
+    def capabilities(self) -> tuple[str, ...]:
+        return OLD_KERNEL_CAPABILITIES if self.kernel_before_5_8 else CAPABILITIES
+
+    def collector_args(self) -> list[str]:
+        """The arguments after `croft` in the container."""
+        args = ["run", f"--dataset={DATASET_DIR}/{LIVE_NAME}", f"--metrics-addr=0.0.0.0:{self.port}"]
+        return [*args, f"--watch={self.watch}"] if self.watch else args
+
+
+def docker_run_argv(options: DeployOptions, name: str = APP_LABEL) -> tuple[str, ...]:
+    """The `docker run` argument list: detached, restarted unless stopped, the host's pid and cgroup
+    namespaces, the capabilities above and no others, a read-only root with a tmpfs /tmp, the host
+    paths above, /metrics and the dataset published on the host's loopback only."""
+    argv = ["docker", "run", "--detach", f"--name={name}", "--restart=unless-stopped"]
+    argv += ["--pid=host", "--cgroupns=host", "--cap-drop=ALL"]
+    argv += [f"--cap-add={cap}" for cap in options.capabilities]
+    argv += ["--read-only", "--tmpfs=/tmp", "--security-opt=no-new-privileges"]
+    for _, path, read_only in HOST_PATHS:
+        argv.append(f"--volume={path}:{path}{':ro' if read_only else ''}")
+    argv += [f"--publish=127.0.0.1:{options.port}:{options.port}", options.image]
+    return (*argv, *options.collector_args())
+
+
+def _labels() -> dict[str, str]:
+    return {**SELECTOR, "app.kubernetes.io/part-of": "croft"}
+
+
+def _meta(name: str, options: DeployOptions) -> dict[str, Any]:
+    return {"name": name, "namespace": options.namespace, "labels": _labels()}
+
+
+def _container(options: DeployOptions) -> dict[str, Any]:
+    return {
+        "name": "collector",
+        "image": options.image,
+        "command": ["croft"],
+        "args": options.collector_args(),
+        # On GPU nodes the NVIDIA container runtime mounts NVML and the device nodes for these,
+        # without taking a GPU from the scheduler; elsewhere they are ignored.
+        "env": [
+            {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
+            {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "utility"},
+        ],
+        "ports": [{"name": "http", "containerPort": options.port, "protocol": "TCP"}],
+        "resources": {
+            "requests": {"cpu": "100m", "memory": "256Mi"},
+            # BCC's clang peaks at a few hundred MiB while compiling at start.
+            "limits": {"cpu": "1", "memory": "1Gi"},
+        },
+        "livenessProbe": {
+            "httpGet": {"path": "/metrics", "port": "http"},
+            "initialDelaySeconds": 60,  # BCC compiles the programs first
+            "periodSeconds": 20,
+            "timeoutSeconds": 5,
+            "failureThreshold": 3,
+        },
+        "securityContext": {
+            "privileged": False,
+            "runAsUser": 0,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"], "add": list(options.capabilities)},
+        },
+        "volumeMounts": [
+            *({"name": vol, "mountPath": path, "readOnly": ro} for vol, path, ro in HOST_PATHS),
+            {"name": "tmp", "mountPath": "/tmp"},
+        ],
+    }
+
+
+def daemonset(options: DeployOptions) -> Manifest:
+    """The collector DaemonSet: one pod per node, every taint tolerated so GPU nodes (and tainted
+    nodes of every kind) get one, host pid namespace, no API token mounted (it calls no API)."""
+    volumes: list[dict[str, Any]] = [
+        {
+            "name": vol,
+            "hostPath": {"path": path, "type": "Directory" if ro else "DirectoryOrCreate"},
+        }
+        for vol, path, ro in HOST_PATHS
+    ]
+    volumes.append({"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"}})
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": _meta(APP_LABEL, options),
+        "spec": {
+            "selector": {"matchLabels": dict(SELECTOR)},
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
+            "template": {
+                "metadata": {"labels": _labels()},
+                "spec": {
+                    "serviceAccountName": APP_LABEL,
+                    "automountServiceAccountToken": False,
+                    "hostPID": True,
+                    "nodeSelector": {"kubernetes.io/os": "linux"},
+                    "tolerations": [{"operator": "Exists"}],
+                    "terminationGracePeriodSeconds": 30,
+                    "containers": [_container(options)],
+                    "volumes": volumes,
+                },
+            },
+        },
+    }
+
+
+def manifests(options: DeployOptions) -> tuple[Manifest, ...]:
+    """Every object `croft deploy kubernetes` applies, in apply order: the namespace, the
+    collector's ServiceAccount, the DaemonSet, a headless Service for /metrics and the dataset
+    endpoint (port `http`), and the Role `croft collect` needs (list pods, get pods/proxy)."""
+    ns = options.namespace
+    return (
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": ns, "labels": {"app.kubernetes.io/part-of": "croft"}},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": _meta(APP_LABEL, options),
+            "automountServiceAccountToken": False,
+        },
+        daemonset(options),
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": _meta(APP_LABEL, options),
+            "spec": {
+                "clusterIP": "None",
+                "selector": dict(SELECTOR),
+                "ports": [{"name": "http", "port": options.port, "targetPort": "http", "protocol": "TCP"}],
+            },
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": _meta("croft-collect", options),
+            "rules": [
+                {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+                {"apiGroups": [""], "resources": ["pods/proxy"], "verbs": ["get"]},
+            ],
+        },
+    )
+
+
+def manifest_header(options: DeployOptions) -> str:
+    """The comment block above the rendered manifests: what each host path and capability is for."""
+    return _HEADER.format(namespace=options.namespace, port=options.port)
+
+
+_HEADER = """\
+# croft's collector as a DaemonSet: `croft deploy kubernetes` applies these objects (server-side
+# apply); `croft deploy kubernetes --dry-run` prints them with its options applied.
+#
+# Host paths (hostPath volumes), read-only unless said:
+#   /proc via hostPID     every process's stat, status, io, fds and cgroup membership
+#   /sys/fs/cgroup        container CPU, throttling, memory, OOM kills, PSI
+#   /lib/modules, /usr/src  kernel headers BCC compiles the eBPF programs against
+#   /sys/kernel/tracing   tracefs: the tracepoint ids BCC attaches to
+#   /var/lib/croft        read-write: the dataset (croft collect pulls it through the pod proxy)
+#
+# Capabilities, all others dropped (Linux >= 5.8):
+#   BPF              load programs, create maps
+#   PERFMON          attach to tracepoints, read kernel memory from tracing programs
+#   SYS_RESOURCE     raise RLIMIT_MEMLOCK (kernels before 5.11 charge BPF maps to it)
+#   SYS_PTRACE       read other processes' /proc/<pid>/{{exe,cwd,io,fd}}
+#   DAC_READ_SEARCH  walk /proc/<pid>/fd and cgroup directories of other users
+# Before 5.8 the kernel knows neither BPF nor PERFMON: use SYS_ADMIN instead of both
+# (croft deploy kubernetes --kernel-before-5-8).
+#
+# Port {port} ("http") serves /metrics and the read-only dataset endpoint (/dataset/: the dataset
+# directory's own files, with HTTP Range). Whoever reaches a pod's IP can read its dataset: restrict
+# it with a NetworkPolicy where the pod network is shared. `croft collect` needs the Role
+# croft-collect; bind it to its user:
+#   kubectl -n {namespace} create rolebinding croft-collect --role=croft-collect --user=<you>
+"""

@@ -1,0 +1,215 @@
+"""croft deploy without a cluster or an engine: the docker command parsed back, the no-engine error
+for real, the manifests with options applied, the checked-in files, the Dockerfile and its wheel."""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import shlex
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import dockerfile
+import pytest
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+
+from croft.domain.deployment import CAPABILITIES, DeployOptions, docker_run_argv, manifests
+
+REPO = Path(__file__).resolve().parents[2]
+CROFT = str(Path(sys.executable).parent / "croft")
+# printable option values, quotes, spaces and shell metacharacters included
+values = st.text(st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), min_size=1, max_size=30)
+images = st.from_regex(r"[a-z0-9][a-z0-9./:@_-]{0,40}", fullmatch=True)
+
+
+def croft(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([CROFT, *args], capture_output=True, text=True, timeout=60, env=env)
+
+
+@pytest.mark.parametrize(
+    ("args", "options"),
+    [
+        ((), DeployOptions()),
+        (("--image", "reg.example:5000/croft:1.2", "--watch", "kubepods,system.slice/docker; rm -rf '/'"),
+         DeployOptions(image="reg.example:5000/croft:1.2", watch="kubepods,system.slice/docker; rm -rf '/'")),
+        (("--kernel-before-5-8",), DeployOptions(kernel_before_5_8=True)),
+    ],
+)  # fmt: skip
+def test_docker_dry_run_prints_a_command_that_parses_back_to_the_argv(
+    args: tuple[str, ...], options: DeployOptions
+) -> None:
+    out = croft("deploy", "docker", "--dry-run", *args)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("\n") == 1
+    assert tuple(shlex.split(out.stdout)) == docker_run_argv(options)
+
+
+@given(image=images, watch=values)
+def test_docker_argv_survives_quoting(image: str, watch: str) -> None:
+    argv = docker_run_argv(DeployOptions(image=image, watch=watch))
+    assert tuple(shlex.split(shlex.join(argv))) == argv
+    assert argv[argv.index(image) + 1 :][:1] == ("run",)
+    assert f"--watch={watch}" in argv
+
+
+def test_docker_argv_has_what_the_collector_needs_and_no_more() -> None:
+    argv = docker_run_argv(DeployOptions())
+    assert {"--pid=host", "--cgroupns=host", "--cap-drop=ALL", "--read-only"} <= set(argv)
+    assert [a.removeprefix("--cap-add=") for a in argv if a.startswith("--cap-add=")] == list(CAPABILITIES)
+    volumes = [a.removeprefix("--volume=") for a in argv if a.startswith("--volume=")]
+    assert [v for v in volumes if not v.endswith(":ro")] == ["/var/lib/croft:/var/lib/croft"]
+    assert "--privileged" not in argv
+    assert "--publish=127.0.0.1:9464:9464" in argv
+
+
+@pytest.mark.parametrize("command", ["docker", "kubernetes"])
+@pytest.mark.parametrize("image", ["--privileged", "img ; rm -rf /", "", "a b"])
+def test_an_image_that_is_no_reference_is_refused(command: str, image: str) -> None:
+    out = croft("deploy", command, "--dry-run", f"--image={image}")
+    assert out.returncode == 1 and out.stdout == ""
+    assert out.stderr.startswith("croft: --image ") and out.stderr.count("\n") == 1
+
+
+def test_docker_without_an_engine_says_so_in_one_sentence(tmp_path: Path) -> None:
+    env = {**os.environ, "PATH": str(tmp_path)}  # no docker command anywhere on it
+    out = croft("deploy", "docker", env=env)
+    assert out.returncode == 1
+    assert out.stdout == ""
+    assert out.stderr.startswith("croft: no Docker engine here") and out.stderr.count("\n") == 1
+
+
+def test_docker_engine_refusing_is_reported(tmp_path: Path) -> None:
+    fake = tmp_path / "docker"
+    fake.write_text(
+        "#!/bin/sh\necho 'Cannot connect to the Docker daemon at unix:///var/run/docker.sock' >&2\nexit 1\n"
+    )
+    fake.chmod(0o755)
+    out = croft("deploy", "docker", env={**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"})
+    assert out.returncode == 1
+    assert out.stderr == (
+        "croft: docker run failed: Cannot connect to the Docker daemon at unix:///var/run/docker.sock; "
+        "fix that and run croft deploy docker again\n"
+    )
+
+
+def test_docker_runs_the_argv_without_a_shell(tmp_path: Path) -> None:
+    """The argv reaches docker as it is: shell metacharacters in --watch stay one argument."""
+    fake = tmp_path / "docker"
+    record = tmp_path / "argv"
+    fake.write_text(
+        f'#!/bin/sh\nfor a in "$@"; do printf "%s\\0" "$a"; done > {record}\necho 0123456789abcdef\n'
+    )
+    fake.chmod(0o755)
+    image = "img:1"
+    watch = "kubepods,$(touch /tmp/croft-pwned) `x`"
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
+    out = croft("deploy", "docker", "--image", image, "--watch", watch, env=env)
+    assert out.returncode == 0, out.stderr
+    expected = docker_run_argv(DeployOptions(image=image, watch=watch))[1:]
+    assert record.read_bytes().split(b"\0")[:-1] == [a.encode() for a in expected]
+    assert not Path("/tmp/croft-pwned").exists()
+    assert "0123456789ab" in out.stdout
+
+
+def test_kubernetes_dry_run_is_the_manifests_with_the_options_applied() -> None:
+    out = croft("deploy", "kubernetes", "--dry-run", "--image", "reg/croft:9", "--watch", "kubepods,x",
+                "--namespace", "obs")  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    docs = list(yaml.safe_load_all(out.stdout))
+    assert docs == list(manifests(DeployOptions(image="reg/croft:9", watch="kubepods,x", namespace="obs")))
+    daemonset = next(d for d in docs if d["kind"] == "DaemonSet")
+    container = daemonset["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == "reg/croft:9"
+    assert "--watch=kubepods,x" in container["args"]
+    assert {d["metadata"].get("namespace", d["metadata"]["name"]) for d in docs} == {"obs"}
+
+
+def test_the_daemonset_runs_as_the_issue_asks() -> None:
+    ds = next(d for d in manifests(DeployOptions(watch="kubepods")) if d["kind"] == "DaemonSet")
+    pod = ds["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    security = container["securityContext"]
+    assert pod["hostPID"] is True and pod["automountServiceAccountToken"] is False
+    assert security["privileged"] is False and security["capabilities"]["drop"] == ["ALL"]
+    assert security["capabilities"]["add"] == list(CAPABILITIES)
+    assert {"operator": "Exists"} in pod["tolerations"]  # GPU nodes' nvidia.com/gpu taints too
+    assert container["livenessProbe"]["httpGet"]["path"] == "/metrics"
+    assert set(container["resources"]) == {"requests", "limits"}
+    mounts = {m["mountPath"]: m["readOnly"] for m in container["volumeMounts"] if "readOnly" in m}
+    assert [path for path, ro in mounts.items() if not ro] == ["/var/lib/croft"]
+    assert {"name": "dataset", "hostPath": {"path": "/var/lib/croft", "type": "DirectoryOrCreate"}} in pod[
+        "volumes"
+    ]
+
+
+def test_checked_in_manifest_is_the_dry_run() -> None:
+    out = croft("deploy", "kubernetes", "--dry-run")
+    checked_in = (REPO / "deploy/kubernetes/collector.yaml").read_text()
+    assert out.stdout == checked_in, (
+        "deploy/kubernetes/collector.yaml differs from croft deploy kubernetes --dry-run; regenerate it "
+        "with: croft deploy kubernetes --dry-run > deploy/kubernetes/collector.yaml"
+    )
+
+
+# --- the image ----------------------------------------------------------------------------------
+
+DOCKERFILE = REPO / "deploy/docker/Dockerfile"
+
+
+def _ignored(path: str, patterns: list[str]) -> bool:
+    """.dockerignore semantics for plain patterns: the last matching pattern wins, `!` re-includes."""
+    ignored = False
+    for pattern in patterns:
+        negate = pattern.startswith("!")
+        pattern = pattern.removeprefix("!").rstrip("/")
+        if fnmatch.fnmatch(path, pattern) or path.startswith(pattern + "/"):
+            ignored = not negate
+    return ignored
+
+
+def test_dockerfile_parses_and_copies_only_what_the_context_lets_in() -> None:
+    commands = dockerfile.parse_file(str(DOCKERFILE))
+    instructions = [c.cmd for c in commands]
+    assert instructions[0] == "FROM" and instructions.count("FROM") == 2
+    assert all(c.value[0].startswith("debian:bookworm-slim") for c in commands if c.cmd == "FROM")
+    entry = next(c for c in commands if c.cmd == "ENTRYPOINT")
+    cmd = next(c for c in commands if c.cmd == "CMD")
+    assert entry.json and entry.value == ("croft",)
+    assert cmd.json and cmd.value[0] == "run"
+    patterns = [
+        line.strip()
+        for line in (REPO / "deploy/docker/Dockerfile.dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    for copy in (c for c in commands if c.cmd == "COPY" and not any(f.startswith("--from") for f in c.flags)):
+        for source in copy.value[:-1]:
+            assert (REPO / source).exists(), f"COPY {source}: not in the repository"
+            assert not _ignored(source, patterns), f"COPY {source}: excluded by Dockerfile.dockerignore"
+    assert _ignored("tests/unit/test_deploy.py", patterns) and _ignored(".venv", patterns)
+    run_lines = " ".join(" ".join(c.value) for c in commands if c.cmd == "RUN")
+    assert "python3-bpfcc" in run_lines and "pip wheel" in run_lines
+
+
+@pytest.mark.slow
+def test_the_wheel_the_image_installs_builds(tmp_path: Path) -> None:
+    """The Dockerfile's `pip wheel --no-deps` (with build isolation, as in the image)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-cache-dir",
+         "--wheel-dir", str(tmp_path), str(REPO)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    (wheel,) = tmp_path.glob("croft-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert {
+        "croft/bpf/syscalls.c",
+        "croft/domain/frameworks.toml",
+        "croft/app/cli.py",
+        "croft/py.typed",
+    } <= names
+    entry_points = next(n for n in names if n.endswith("entry_points.txt"))
+    assert "croft = croft.app.cli:entrypoint" in zipfile.ZipFile(wheel).read(entry_points).decode()
