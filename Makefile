@@ -23,10 +23,11 @@ bpf-setup: $(STAMP)
 k8s-setup:
 	bash scripts/kube-apiserver.sh build >/dev/null || echo "k8s-setup: no kube-apiserver; the k8s tests will skip"
 
+# The collector on this host, as root. Without a GPU only watched cgroups give rows: e.g.
+# `WATCH_CGROUPS=system.slice,user.slice make run`. Every option reads its env variable (README).
 run: $(STAMP) bpf-setup
-	@echo "croft run is not built yet: showing the bundled sample dataset instead."
-	$(BIN)/croft stats fixtures/datasets/sample
-	$(BIN)/croft top --once --dataset fixtures/datasets/sample
+	@echo "croft run: dataset $${DATASET_PATH:-/var/lib/croft/croft-dataset.jsonl}, GPU holders and the cgroups in WATCH_CGROUPS ($${WATCH_CGROUPS:-none}); Ctrl-C stops it"
+	$(BIN)/croft run
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks labs
