@@ -3,8 +3,10 @@ and skip reports are one sentence a line."""
 
 from __future__ import annotations
 
+import math
 import random
 
+import attrs
 import msgspec
 import orjson
 import pytest
@@ -20,7 +22,7 @@ from croft.domain.row_views import (
     StatsSyscallsView,
 )
 from croft.domain.skips import NOT_A_ROW, NOT_JSON, TORN, SkipTally
-from croft.domain.summary import FileFacts, Stats, StatsAccumulator
+from croft.domain.summary import BUSIEST_SYSCALLS, FileFacts, Stats, StatsAccumulator
 from tests import strategies as s
 
 FACTS = FileFacts(files=1, compressed=0, bytes_on_disk=10)
@@ -155,10 +157,52 @@ def test_the_summary_counts_what_a_naive_reading_counts(parts: list[tuple[str, l
     assert dict(got.workloads) == workloads
     assert got.first_ms == min((r.unix_ms for _, r in rows), default=None)
     assert got.last_ms == max((r.unix_ms for _, r in rows), default=None)
+    assert_busiest_are_the_naive_busiest(got, rows)
+
+
+def assert_busiest_are_the_naive_busiest(got: Stats, rows: list[tuple[str, Row]]) -> None:
+    """The means match sums taken naively (up to float addition order), the chosen ones are the
+    busiest by those sums (up to the same tolerance), and the order is exactly the law: by the
+    mean reported, descending, equal means by name."""
+    naive: dict[str, float] = {}
+    for _, r in rows:
+        for c in r.syscalls:
+            naive[c.name] = naive.get(c.name, 0.0) + c.rate_per_sec
+    assert len(got.busiest_syscalls) == min(len(naive), BUSIEST_SYSCALLS)
     for name, mean in got.busiest_syscalls:
-        total = sum(c.rate_per_sec for _, r in rows for c in r.syscalls if c.name == name)
-        assert mean == pytest.approx(total / got.polls, rel=1e-9, abs=1e-9)
+        assert mean == pytest.approx(naive[name] / got.polls, rel=1e-9, abs=1e-9)
+    chosen = {name for name, _ in got.busiest_syscalls}
+    if chosen:
+        least = min(naive[name] for name in chosen)
+        for name, total in naive.items():
+            if name not in chosen:
+                assert total <= least or total == pytest.approx(least, rel=1e-9, abs=1e-9)
     assert list(got.busiest_syscalls) == sorted(got.busiest_syscalls, key=lambda item: (-item[1], item[0]))
+
+
+def test_equal_means_of_sums_an_ulp_apart_come_in_name_order() -> None:
+    # 7637746189766.377 and the next float up both divide by 3 to 2545915396588.7925.
+    low = 7637746189766.377
+    high = math.nextafter(low, math.inf)
+    assert low / 3 == high / 3 and low < high
+    acc = StatsAccumulator(syscalls=True)
+    acc.add("n", views_of([attrs.evolve(_example_row(), unix_ms=ms, syscalls=()) for ms in (1, 2, 3)]))
+    acc.syscall_sums.update({"b-higher-sum": high, "a-lower-sum": low})
+    got = acc.summary(FACTS)
+    assert got.polls == 3
+    assert got.busiest_syscalls == (("a-lower-sum", low / 3), ("b-higher-sum", high / 3))
+
+
+def test_the_busiest_are_the_ten_largest_means_and_a_tie_at_the_cut_goes_by_name() -> None:
+    acc = StatsAccumulator(syscalls=True)
+    acc.add("n", views_of([_example_row()]))
+    acc.syscall_sums.clear()
+    acc.syscall_sums.update({f"call{i:02}": float(i) for i in range(12)})
+    acc.syscall_sums["a-tied"] = 2.0
+    got = acc.summary(FACTS)
+    assert [name for name, _ in got.busiest_syscalls] == [f"call{i:02}" for i in range(11, 2, -1)] + [
+        "a-tied"
+    ]
 
 
 def test_without_syscalls_the_summary_has_none_and_the_same_totals() -> None:

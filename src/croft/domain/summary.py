@@ -41,8 +41,9 @@ class FileFacts:
 class Stats:
     """A dataset's summary. `first_ms`/`last_ms` are None only when `rows` is 0; `workloads` and
     `frameworks` are (name, count) pairs sorted by name; `busiest_syscalls` are (name, mean rate
-    per poll in calls/s) pairs, busiest first, where the mean is the rate summed over a poll's rows,
-    averaged over every poll of the dataset; empty when they were not computed."""
+    per poll in calls/s) pairs, busiest first, equal means in name order, where the mean is the
+    rate summed over a poll's rows, averaged over every poll of the dataset; empty when they were
+    not computed."""
 
     files: FileFacts
     rows: int
@@ -140,7 +141,10 @@ class StatsAccumulator:
         frameworks = Counter(
             p.framework for p in self.processes if p.framework is not None and p.container_id is not None
         )
-        busiest = sorted(self.syscall_sums.items(), key=lambda item: (-item[1], item[0]))[:BUSIEST_SYSCALLS]
+        means = ((name, total / polls) for name, total in self.syscall_sums.items()) if polls else ()
+        # By the mean reported, not the sum: two sums a few ulps apart can divide to one mean, and
+        # the names of equal means must then come in name order.
+        busiest = tuple(sorted(means, key=_busiest_first)[:BUSIEST_SYSCALLS])
         return Stats(
             files=files,
             rows=self.rows,
@@ -153,8 +157,12 @@ class StatsAccumulator:
             processes=sum(len(tgids) for tgids in self.tgids.values()),
             workloads=tuple(sorted(self.workloads.items())),
             frameworks=tuple(sorted(frameworks.items())),
-            busiest_syscalls=tuple((name, total / polls) for name, total in busiest) if polls else (),
+            busiest_syscalls=busiest,
         )
+
+
+def _busiest_first(item: tuple[str, float]) -> tuple[float, str]:
+    return -item[1], item[0]
 
 
 def merged(accumulators: Iterable[StatsAccumulator]) -> StatsAccumulator:
