@@ -25,10 +25,10 @@ NO_ROTATION = Limits(rotate_secs=10**6, rotate_bytes=1 << 40, retain_days=3650, 
 class Collector:
     """A real server process (tests/collect/serve_dataset.py) serving `directory`'s dataset."""
 
-    def __init__(self, directory: Path, port: int = 0) -> None:
+    def __init__(self, directory: Path, port: int = 0, host: str = "127.0.0.1") -> None:
         self.directory = directory
         self.process = subprocess.Popen(
-            [sys.executable, str(HERE / "serve_dataset.py"), str(directory / LIVE), str(port)],
+            [sys.executable, str(HERE / "serve_dataset.py"), str(directory / LIVE), str(port), host],
             stdout=subprocess.PIPE,
             text=True,
             cwd=REPO,
@@ -37,7 +37,7 @@ class Collector:
         line = self.process.stdout.readline()
         assert line.startswith("port="), f"the server said {line!r}"
         self.port = int(line.strip().removeprefix("port="))
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"http://{host}:{self.port}"
 
     def kill(self) -> None:
         self.process.kill()
@@ -52,8 +52,8 @@ class Collector:
 
 
 @contextlib.contextmanager
-def collector(directory: Path, port: int = 0) -> Iterator[Collector]:
-    server = Collector(directory, port)
+def collector(directory: Path, port: int = 0, host: str = "127.0.0.1") -> Iterator[Collector]:
+    server = Collector(directory, port, host)
     try:
         yield server
     finally:

@@ -1,5 +1,6 @@
 """A real collector HTTP server process for the transfer tests: croft's HttpServer with the dataset
-endpoint on the directory of the live file `argv[1]`, on 127.0.0.1 (port `argv[2]`, 0: any).
+endpoint on the directory of the live file `argv[1]`, on port `argv[2]` (0: any) of address
+`argv[3]` (default 127.0.0.1).
 Prints `port=<n>` once listening, serves until SIGTERM/SIGKILL."""
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from croft.adapters.http_server import HttpServer
 
 
 def main() -> None:
-    server = HttpServer("127.0.0.1", int(sys.argv[2]) if len(sys.argv) > 2 else 0)
+    host = sys.argv[3] if len(sys.argv) > 3 else "127.0.0.1"
+    server = HttpServer(host, int(sys.argv[2]) if len(sys.argv) > 2 else 0)
     DatasetEndpoint(Path(sys.argv[1])).register(server)
     server.start()
     print(f"port={server.address[1]}", flush=True)

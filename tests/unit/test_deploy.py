@@ -115,6 +115,18 @@ def test_docker_runs_the_argv_without_a_shell(tmp_path: Path) -> None:
     assert "0123456789ab" in out.stdout
 
 
+@pytest.mark.parametrize("text", ["not: [a kubeconfig", "apiVersion: v1\nkind: Config\n", "- 1\n"])
+def test_deploy_with_a_bad_kubeconfig_is_one_sentence(tmp_path: Path, text: str) -> None:
+    bad = tmp_path / "kubeconfig"
+    bad.write_text(text)
+    out = subprocess.run([CROFT, "deploy", "kubernetes", "--kubeconfig", str(bad)], capture_output=True,
+                         text=True, timeout=60)  # fmt: skip
+    assert out.returncode == 1
+    assert (
+        out.stderr.startswith("croft: no usable Kubernetes configuration in ") and out.stderr.count("\n") == 1
+    )
+
+
 def test_kubernetes_dry_run_is_the_manifests_with_the_options_applied() -> None:
     out = croft("deploy", "kubernetes", "--dry-run", "--image", "reg/croft:9", "--watch", "kubepods,x",
                 "--namespace", "obs")  # fmt: skip

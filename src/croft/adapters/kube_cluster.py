@@ -32,6 +32,7 @@ class KubeCallError(Exception):
 def load_configuration(kubeconfig: Path | None) -> Any:
     """The client configuration of `kubeconfig`, $KUBECONFIG, ~/.kube/config or the in-cluster
     account, in that order; a `UserError` saying which was tried when none works."""
+    import yaml
     from kubernetes import client
     from kubernetes import config as kube_config
 
@@ -45,10 +46,11 @@ def load_configuration(kubeconfig: Path | None) -> Any:
                 loader.load_kube_config(client_configuration=configuration)
             except (loader.ConfigException, FileNotFoundError, TypeError):
                 loader.load_incluster_config(client_configuration=configuration)
-    except (loader.ConfigException, FileNotFoundError, OSError) as exc:
+    except (loader.ConfigException, OSError, ValueError, TypeError, AttributeError, yaml.YAMLError) as exc:
         where = kubeconfig or "$KUBECONFIG, ~/.kube/config or the in-cluster account"
+        cause = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise UserError(
-            f"no usable Kubernetes configuration in {where} ({exc}); give one with --kubeconfig"
+            f"no usable Kubernetes configuration in {where} ({cause}); give one with --kubeconfig"
         ) from exc
     return configuration
 

@@ -83,8 +83,8 @@ def kubernetes(
 
     kube = Kube(load_configuration(kubeconfig))
     try:
-        changed = apply_all(kube, docs)
-        return wait_for_rollout(kube, options, timeout, rolled="DaemonSet" in changed)
+        verbs = apply_all(kube, docs)
+        return wait_for_rollout(kube, options, timeout, verbs.get("DaemonSet", "unchanged"))
     finally:
         kube.close()
 
@@ -96,12 +96,13 @@ def render_manifests(docs: tuple[dict[str, Any], ...], header: str) -> str:
     return header + "".join("---\n" + yaml.safe_dump(doc, sort_keys=False, width=110) for doc in docs)
 
 
-def apply_all(kube: Kube, docs: tuple[dict[str, Any], ...]) -> set[str]:
-    """Server-side apply each object in order, saying what each apply did; the kinds it changed."""
+def apply_all(kube: Kube, docs: tuple[dict[str, Any], ...]) -> dict[str, str]:
+    """Server-side apply each object in order, saying what each apply did (created, configured or
+    unchanged); that verb by kind."""
     from croft.adapters.kube_cluster import KubeCallError
     from croft.domain.cluster_views import changed, describe, object_path
 
-    kinds: set[str] = set()
+    verbs: dict[str, str] = {}
     for doc in docs:
         path = object_path(doc)
         try:
@@ -115,12 +116,11 @@ def apply_all(kube: Kube, docs: tuple[dict[str, Any], ...]) -> set[str]:
             verb = "configured"
         else:
             verb = "unchanged"
-        if verb != "unchanged":
-            kinds.add(str(doc["kind"]))
+        verbs[str(doc["kind"])] = verb
         print(f"{verb} {describe(doc)}{_image_change(before, after) if verb == 'configured' else ''}")
-    if not kinds:
+    if set(verbs.values()) == {"unchanged"}:
         print("nothing changed: the cluster already runs the collector as asked")
-    return kinds
+    return verbs
 
 
 def _image_change(before: Any, after: Any) -> str:
@@ -132,7 +132,7 @@ def _image_change(before: Any, after: Any) -> str:
     return f": image {old} -> {new}, rolling out" if old != new and new is not None else ""
 
 
-def wait_for_rollout(kube: Kube, options: DeployOptions, timeout_s: float, rolled: bool) -> int:
+def wait_for_rollout(kube: Kube, options: DeployOptions, timeout_s: float, verb: str) -> int:
     """Wait, with a progress line, until the DaemonSet has an up-to-date pod scheduled on every node
     it should run on; a `UserError` saying why not after `timeout_s`."""
     import time
@@ -154,7 +154,7 @@ def wait_for_rollout(kube: Kube, options: DeployOptions, timeout_s: float, rolle
             progress.line(f"DaemonSet {options.namespace}/{APP_LABEL}: {state.line()}")
             if state.done:
                 progress.end()
-                what = "rolled out" if rolled else "in place"
+                what = {"created": "deployed", "configured": "rolled out"}.get(verb, "in place")
                 print(f"the collector is {what} on {state.desired} nodes ({state.ready} ready)")
                 return 0
         if time.monotonic() >= deadline:

@@ -79,12 +79,11 @@ def parse_range(header: str | None, size_bytes: int) -> ByteRange | Unsatisfiabl
             return Unsatisfiable()
         return ByteRange(max(size_bytes - suffix, 0), size_bytes - 1)
     start = int(first)
-    end = int(last) if last else size_bytes - 1
-    if end < start:
-        return None
+    if last and int(last) < start:
+        return None  # invalid: ignored, the whole file
     if start >= size_bytes:
         return Unsatisfiable()
-    return ByteRange(start, min(end, size_bytes - 1))
+    return ByteRange(start, min(int(last), size_bytes - 1) if last else size_bytes - 1)
 
 
 @attrs.frozen

@@ -1,0 +1,192 @@
+"""croft deploy kubernetes and croft collect against a real kube-apiserver and controller manager.
+
+There is no kubelet and no scheduler: Node objects are made by hand (one tainted like a GPU node, one
+Windows node the DaemonSet must skip); the DaemonSet controller creates a pod per eligible node,
+which counts as scheduled. For croft collect, collector pods are bound to those nodes and reported
+Running with this host's address, where a real dataset server listens, reached through the API
+server's pod proxy (which refuses loopback pod IPs) with the RBAC of the manifests' Role.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from tests.collect.helpers import collector, write_polls
+from tests.dataset_files import LIVE
+from tests.k8s.kube_helpers import ControlPlane, host_ip
+
+pytestmark = pytest.mark.k8s
+
+REPO = Path(__file__).resolve().parents[2]
+CROFT = str(Path(sys.executable).parent / "croft")
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+NODES = {
+    "gpu-a": {"labels": {"kubernetes.io/os": "linux"}, "taints": [GPU_TAINT]},
+    "cpu-b": {"labels": {"kubernetes.io/os": "linux"}, "taints": []},
+    "win-c": {"labels": {"kubernetes.io/os": "windows"}, "taints": []},
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def plane(control_plane: ControlPlane) -> Iterator[ControlPlane]:
+    for name, spec in NODES.items():
+        body = {"metadata": {"name": name, "labels": spec["labels"]}, "spec": {"taints": spec["taints"]}}
+        control_plane.call("POST", "/api/v1/nodes", body)
+    try:
+        yield control_plane
+    finally:
+        for name in NODES:
+            control_plane.http.delete(f"/api/v1/nodes/{name}")
+
+
+def deploy(plane: ControlPlane, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [CROFT, "deploy", "kubernetes", "--kubeconfig", str(plane.kubeconfig), *args],
+        capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+
+
+def daemonset(plane: ControlPlane, namespace: str) -> Any:
+    return plane.call("GET", f"/apis/apps/v1/namespaces/{namespace}/daemonsets/croft-collector")
+
+
+def test_every_manifest_applies_server_side(control_plane: ControlPlane) -> None:
+    plane = control_plane
+    plane.namespace("croft-exp")  # scaler.yaml's Deployment namespace, made by its user
+    files = sorted((REPO / "deploy/kubernetes").glob("*.yaml"))
+    assert {f.name for f in files} >= {"collector.yaml", "scaler.yaml"}
+    try:
+        for path in files:
+            out = plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
+            for doc in yaml.safe_load_all(path.read_text()):
+                meta = doc["metadata"]
+                assert f"{doc['kind'].lower()}" in out.lower() or meta["name"] in out
+                where = ["-n", meta["namespace"]] if "namespace" in meta else []
+                got = plane.kubectl("get", doc["kind"], meta["name"], *where, "-o", "name")
+                assert got.strip().endswith(f"/{meta['name']}")
+    finally:  # leave namespace croft as croft scale's tests expect it: no DaemonSet pods in it
+        plane.kubectl("delete", "daemonset", "-n", "croft", "croft-collector", "--ignore-not-found")
+        plane.kubectl("delete", "deployment", "-n", "croft-exp", "croft-scaler-webapp", "--ignore-not-found")
+
+
+def test_deploy_creates_then_changes_nothing_then_rolls_a_new_image(plane: ControlPlane) -> None:
+    first = deploy(plane, "--namespace", "croft-dt")
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.splitlines()[:3] == [
+        "created Namespace croft-dt", "created ServiceAccount croft-dt/croft-collector",
+        "created DaemonSet croft-dt/croft-collector",
+    ]  # fmt: skip
+    assert first.stdout.splitlines()[-1].startswith("the collector is deployed on 2 nodes")
+    assert "nodes with an up-to-date collector scheduled" in first.stderr
+    pods = plane.pods("croft-dt", "app.kubernetes.io/name=croft-collector")
+    targets = sorted(_target_node(pod) for pod in pods)
+    assert targets == ["cpu-b", "gpu-a"]  # the GPU node's taint tolerated, the Windows node skipped
+
+    generation = daemonset(plane, "croft-dt")["metadata"]["generation"]
+    second = deploy(plane, "--namespace", "croft-dt")
+    assert second.returncode == 0, second.stderr
+    assert all(line.startswith("unchanged ") for line in second.stdout.splitlines()[:5])
+    assert "nothing changed: the cluster already runs the collector as asked" in second.stdout
+    assert second.stdout.splitlines()[-1].startswith("the collector is in place on 2 nodes")
+    assert daemonset(plane, "croft-dt")["metadata"]["generation"] == generation
+
+    third = deploy(plane, "--namespace", "croft-dt", "--image", "croft-collector:2")
+    assert third.returncode == 0, third.stderr
+    rolled = "configured DaemonSet croft-dt/croft-collector: image croft-collector -> croft-collector:2"
+    assert f"{rolled}, rolling out" in third.stdout
+    assert third.stdout.splitlines()[-1].startswith("the collector is rolled out on 2 nodes")
+    pods = plane.wait_for(
+        "the rolled pods",
+        lambda: [p for p in plane.pods("croft-dt", "app.kubernetes.io/name=croft-collector")
+                 if "deletionTimestamp" not in p["metadata"]],
+    )  # fmt: skip
+    assert {p["spec"]["containers"][0]["image"] for p in pods} == {"croft-collector:2"}
+
+
+def test_deploy_that_cannot_schedule_says_why(plane: ControlPlane) -> None:
+    plane.namespace("croft-q")
+    quota = {"metadata": {"name": "no-pods"}, "spec": {"hard": {"pods": "0"}}}
+    plane.call("POST", "/api/v1/namespaces/croft-q/resourcequotas", quota)
+    out = deploy(plane, "--namespace", "croft-q", "--timeout", "6")
+    assert out.returncode == 1
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith("croft: the DaemonSet was not scheduled within 6 s: FailedCreate: ")
+    assert "exceeded quota: no-pods" in last
+
+
+# --- croft collect through the pod proxy ------------------------------------------------------------
+
+
+def _target_node(pod: Any) -> str:
+    terms = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    return str(terms["nodeSelectorTerms"][0]["matchFields"][0]["values"][0])
+
+
+def test_collect_through_the_pod_proxy_with_the_manifests_role(plane: ControlPlane, tmp_path: Path) -> None:
+    address = host_ip()
+    if address is None:
+        pytest.skip("this host has no non-loopback IPv4 address for the pod proxy to reach")
+    ns = "croft-ct"
+    plane.namespace(ns)
+    manifest = subprocess.run([CROFT, "deploy", "kubernetes", "--dry-run", "--namespace", ns],
+                              capture_output=True, text=True, check=True).stdout  # fmt: skip
+    role = next(d for d in yaml.safe_load_all(manifest) if d["kind"] == "Role")
+    (tmp_path / "role.yaml").write_text(yaml.safe_dump(role))
+    plane.kubectl("apply", "--server-side", "-f", str(tmp_path / "role.yaml"))
+    plane.call("POST", f"/api/v1/namespaces/{ns}/serviceaccounts", {"metadata": {"name": "researcher"}})
+    plane.call("POST", f"/api/v1/namespaces/{ns}/serviceaccounts", {"metadata": {"name": "stranger"}})
+    binding = {
+        "metadata": {"name": "croft-collect"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "croft-collect"},
+        "subjects": [{"kind": "ServiceAccount", "name": "researcher", "namespace": ns}],
+    }
+    plane.call("POST", f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings", binding)
+    researcher = plane.service_account_kubeconfig(ns, "researcher", tmp_path / "researcher")
+    stranger = plane.service_account_kubeconfig(ns, "stranger", tmp_path / "stranger")
+
+    dataset = tmp_path / "node"
+    dataset.mkdir()
+    write_polls(dataset, 0, 30, 1_792_505_950_000)
+    write_polls(dataset, 600, 10, 1_792_506_950_000)
+    labels = {"app.kubernetes.io/name": "croft-collector"}
+    for pod, node in (("collector-gpu-a", "gpu-a"), ("collector-cpu-b", "cpu-b"), ("collector-pending", "")):
+        spec: dict[str, Any] = {
+            "automountServiceAccountToken": False,
+            "containers": [{"name": "c", "image": "x"}],
+        }
+        if node:
+            spec["nodeName"] = node
+        plane.call("POST", f"/api/v1/namespaces/{ns}/pods", {"metadata": {"name": pod, "labels": labels},
+                                                             "spec": spec})  # fmt: skip
+        if node:
+            plane.make_running(ns, pod, {"c": f"{abs(hash(pod)):064x}"[:64]}, ip=address)
+    out = tmp_path / "nodes"
+    with collector(dataset, host=address) as server:
+
+        def collect(kubeconfig: Path) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [CROFT, "collect", "--namespace", ns, "--out", str(out), "--kubeconfig", str(kubeconfig),
+                 "--port", str(server.port)],
+                capture_output=True, text=True, timeout=120,
+            )  # fmt: skip
+
+        first = collect(researcher)
+        second = collect(researcher)
+        denied = collect(stranger)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "skipped pod croft-ct/collector-pending: not scheduled on a node yet" in first.stderr
+    assert [line.split(":")[0] for line in first.stdout.splitlines()[:2]] == ["cpu-b", "gpu-a"]
+    for node in ("cpu-b", "gpu-a"):
+        assert sorted(p.name for p in (out / node).iterdir()) == sorted(p.name for p in dataset.iterdir())
+        assert (out / node / LIVE).read_bytes() == (dataset / LIVE).read_bytes()
+    assert second.returncode == 0
+    assert second.stdout.splitlines()[0] == "cpu-b: 0 files, 0 bytes copied, 2 unchanged"
+    assert denied.returncode == 1
+    assert denied.stderr.startswith("croft: cannot list the collector pods in croft-ct: ")
+    assert "HTTP 403" in denied.stderr and "bind the Role croft-collect" in denied.stderr
