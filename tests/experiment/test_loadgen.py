@@ -96,12 +96,20 @@ class StallingServer:
         self.server.server_close()
 
 
+def assert_on_schedule(rows) -> None:
+    """Every request left, each in its own second give or take a late wake-up at a second's edge
+    (2 cores shared with everything else)."""
+    assert sum(r.achieved_rps for r in rows) == sum(r.target_rps for r in rows)
+    assert all(abs(r.achieved_rps - r.target_rps) <= 2 for r in rows), [r.achieved_rps for r in rows]
+
+
 def test_achieved_follows_target_against_the_webapp(webapp, tmp_path):
     profile = profiles.constant(duration_s=3, rps=40)
     result = loadgen.run_open_loop(
         profile, loadgen.Target(webapp, ("/work",)), tmp_path / "w.csv", quiet=True
     )
-    assert [(r.target_rps, r.achieved_rps, r.ok) for r in result.rows] == [(40, 40, 40)] * 3
+    assert [(r.target_rps, r.ok) for r in result.rows] == [(40, 40)] * 3
+    assert_on_schedule(result.rows)
     assert all(r.failures == 0 and r.timeouts == 0 for r in result.rows)
     assert all(r.p50_ms is not None and r.p50_ms >= 2.0 for r in result.rows)  # the 2 ms of CPU at least
     header = (tmp_path / "w.csv").read_text().splitlines()[0]
@@ -118,7 +126,7 @@ def test_a_stalling_server_gets_its_requests_on_time_and_shows_the_stall_in_late
     finally:
         server.close()
     assert [r.target_rps for r in rows] == [20] * 4
-    assert [r.achieved_rps for r in rows] == [20] * 4  # the schedule did not wait for the stall
+    assert_on_schedule(rows)  # the schedule did not wait for the stall
     assert all(r.ok == 20 for r in rows)
     assert rows[0].p95_ms is not None and rows[0].p95_ms < 300
     # Second 1 sent into the stall: its first request waited ~1.5 s, its p95 well over 1 s.
