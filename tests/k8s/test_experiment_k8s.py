@@ -231,3 +231,37 @@ def test_scaler_croft_runs_croft_scale_instead_of_the_hpa(
     assert plane.replicas(NAMESPACE, "webapp") == 1
     (record,) = read_records(tmp_path / "web")
     assert record.autoscaler == "croft" and read_timeline(run_dir / "timeline.json").rescales == ()
+
+
+def test_users_run_locust_and_the_run_is_recorded_like_an_open_loop_one(
+    control_plane: ControlPlane, harness_app: apps.App, webapp_url: str, tmp_path: Path
+) -> None:
+    import locust_mode
+
+    plane = control_plane
+    with FakeKubelet(plane, NAMESPACE):
+        options = _options(plane, harness_app, webapp_url, tmp_path, prefix="users-", users=2, spawn_rate=2.0)
+        run_dir = web.web(options)
+    assert sorted(p.name for p in run_dir.iterdir()) == [
+        "locust.log",
+        "locust_exceptions.csv",
+        "locust_failures.csv",
+        "locust_stats.csv",
+        "locust_stats_history.csv",
+        "timeline.json",
+    ]
+    row = locust_mode.aggregated(run_dir)
+    assert int(row["Request Count"]) > 0 and row["Failure Count"] == "0"
+    (record,) = read_records(tmp_path / "web")
+    assert record.run == run_dir.name and record.run.startswith("users-") and record.autoscaler == "hpa"
+    assert dict(record.load) == {"mode": "locust", "users": 2, "spawn_rate": 2.0, "duration_s": 7}
+    assert record.burst_onset_ms is None and record.burst_end_ms is None  # users follow no burst
+    assert record.window_end_ms - record.window_start_ms >= 7000
+    timeline = read_timeline(run_dir / "timeline.json")
+    assert timeline.initial_replicas == 1 and len(timeline.pods) == 1
+    # The pod may be the previous test's (same Deployment, same spec); the kubelet gave it its id.
+    (pod,) = timeline.pods
+    assert record.containers == ((pod.name, pod.container_ids[0]),) and len(pod.container_ids[0]) == 64
+    assert (timeline.start_ms, timeline.end_ms) == (record.window_start_ms, record.window_end_ms)
+    with pytest.raises(scoring.CompareError, match="no burst run"):
+        scoring.score_prefixes(tmp_path / "web", ["users-"])

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import itertools
 import os
+from typing import Any
 
-from locust import HttpUser, task  # type: ignore[import-not-found]
+import gevent
+from locust import HttpUser, events, stats, task
 
 PATHS = [p for p in os.environ.get("CROFT_LOCUST_PATHS", "/").split(",") if p]
 
 
-class AppUser(HttpUser):  # type: ignore[misc]
+class AppUser(HttpUser):
     def on_start(self) -> None:
         self._paths = itertools.cycle(PATHS)
 
@@ -18,3 +20,15 @@ class AppUser(HttpUser):  # type: ignore[misc]
     def request(self) -> None:
         path = next(self._paths)
         self.client.get(path, name=path.split("?")[0])
+
+
+def _last_csv_snapshot(environment: Any, **_: Any) -> None:
+    """Locust rewrites its CSV files once a second while it runs and never again at the end, so they
+    would miss up to the last second of requests. The users have stopped when `quitting` fires; one
+    more interval lets the writer put the final counts in (before Locust closes the files)."""
+    options = environment.parsed_options
+    if options is not None and options.csv_prefix:
+        gevent.sleep(stats.CSV_STATS_INTERVAL_SEC + 0.3)
+
+
+events.quitting.add_listener(_last_csv_snapshot)  # type: ignore[no-untyped-call]

@@ -8,7 +8,7 @@
     uv run run.py simulate --app webapp --profile burst --scale 0.5 --scaler croft --seeds 3
     uv run run.py answer --seeds 5                                # the simulated answer, table + PNG
 
-Without uv: `python run.py ...` with croft's virtualenv (it has every dependency but Locust).
+Without uv: `python run.py ...` with croft's virtualenv (its dev extras include Locust).
 Only one experiment (web, gpu, calibrate) runs at a time: data/experiment.lock.
 """
 
@@ -155,7 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         kube.KubeError,
         web.WebError,
         calibrate.CalibrateError,
-        locust_mode.LocustMissing,
+        locust_mode.LocustError,
         prom.PrometheusError,
     )
     try:

@@ -90,6 +90,8 @@ def web(options: WebOptions) -> Path:
     k = kube.Kubectl(options.kubectl, options.kubeconfig)
     autoscaler = options.autoscaler
     croft = croft_executable(options.croft) if autoscaler == "croft" else None
+    if options.users is not None:
+        locust_mode.check(options.users, options.spawn_rate, int(options.profile.duration_s))
     replicas = options.replicas or 1
     say(
         f"{run}: deploying {app.namespace}/{app.deployment} at {replicas} replica(s), autoscaler {autoscaler}"
@@ -116,16 +118,16 @@ def web(options: WebOptions) -> Path:
                     int(options.profile.duration_s),
                 )
                 end_ms = int(time.time() * 1000)
-                say(f"locust exited with {code}")
+                say(f"locust exited with {code}: {locust_mode.summary(run_dir)}")
             else:
                 target = loadgen.Target(host, app.paths, options.timeout_s, options.keepalive)
                 result = loadgen.run_open_loop(options.profile, target, run_dir / "workload.csv")
                 start_ms, end_ms = int(result.start_unix_s * 1000), int(result.end_unix_s * 1000)
                 say(loadgen.summary(result.rows))
             if scaler is not None:
-                code = scaler.stop()
+                stopped = scaler.stop()
                 scaler = None
-                say(f"croft scale stopped ({code})")
+                say(f"croft scale stopped ({stopped})")
     finally:
         if scaler is not None:
             scaler.stop()
@@ -143,9 +145,16 @@ def web(options: WebOptions) -> Path:
     else:
         say("no prometheus.csv: pass --prometheus URL to export the series")
     burst = options.profile.burst_s
-    load = {"mode": "locust" if options.users is not None else "open-loop", **options.profile.meta()}
+    load: dict[str, object] = {"mode": "open-loop", **options.profile.meta()}
     if options.users is not None:
-        load.update(users=options.users, spawn_rate=options.spawn_rate)
+        # Closed-loop users follow no profile but its length: no burst to score (compare skips it).
+        burst = None
+        load = {
+            "mode": "locust",
+            "users": options.users,
+            "spawn_rate": options.spawn_rate,
+            "duration_s": int(options.profile.duration_s),
+        }
     record = RunRecord(
         run=run,
         app=app.name,
