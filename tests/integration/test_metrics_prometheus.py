@@ -11,18 +11,18 @@ from __future__ import annotations
 import io
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 import zstandard
+from tests.prometheus_helpers import free_port, query, wait_for
+from tests.prometheus_helpers import prometheus as prometheus_on_loopback
 
 from croft.domain import metrics_names as names
 from croft.domain.exposition import parse_exposition
@@ -39,12 +39,6 @@ WRITE_RATE = 50.0
 CLOCK_NANOSLEEP_RATE = 51.0
 
 pytestmark = pytest.mark.slow
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _renamed(value: object) -> object:
@@ -66,21 +60,6 @@ def hostile_trace(directory: Path) -> Path:
     directory.mkdir()
     (directory / source.name).write_bytes(zstandard.ZstdCompressor().compress(b"\n".join(out) + b"\n"))
     return directory
-
-
-def wait_for(what: str, check: object, timeout_s: float = 60.0) -> object:
-    """`check()` until it returns something truthy, or fail naming `what`."""
-    deadline = time.monotonic() + timeout_s
-    last_error: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            got = check()  # type: ignore[operator]
-            if got:
-                return got
-        except (httpx.HTTPError, ValueError) as exc:
-            last_error = exc
-        time.sleep(0.25)
-    pytest.fail(f"timed out waiting for {what} (last error: {last_error})")
 
 
 @pytest.fixture(scope="module")
@@ -123,47 +102,9 @@ def croft_metrics(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture(scope="module")
 def prometheus(croft_metrics: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real Prometheus on loopback scraping croft every second; its base URL."""
-    binary = shutil.which("prometheus")
-    if binary is None:
-        pytest.skip("no prometheus binary: `make test` installs the Debian package as root")
-    tmp = tmp_path_factory.mktemp("prometheus")
     target = croft_metrics.removeprefix("http://").removesuffix("/metrics")
-    (tmp / "prometheus.yml").write_text(
-        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
-        f"scrape_configs:\n  - job_name: croft\n    static_configs:\n      - targets: ['{target}']\n"
-    )
-    port = free_port()
-    log = (tmp / "prometheus.log").open("wb")
-    server = subprocess.Popen(
-        [
-            binary,
-            f"--config.file={tmp / 'prometheus.yml'}",
-            f"--storage.tsdb.path={tmp / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        cwd=tmp,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_for("Prometheus to be ready", lambda: httpx.get(f"{base}/-/ready", timeout=2).status_code == 200)
+    with prometheus_on_loopback({"croft": target}, tmp_path_factory.mktemp("prometheus")) as base:
         yield base
-    finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-        log.close()
-
-
-def query(base: str, promql: str) -> list[dict]:
-    """The instant vector of `promql` from Prometheus' HTTP API."""
-    answer = httpx.get(f"{base}/api/v1/query", params={"query": promql}, timeout=5).json()
-    assert answer["status"] == "success", answer
-    return list(answer["data"]["result"])
 
 
 def test_prometheus_stores_the_rates_and_hostile_labels_croft_serves(prometheus: str) -> None:

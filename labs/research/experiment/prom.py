@@ -1,5 +1,9 @@
 """prometheus.csv: the run's window of Prometheus series (cAdvisor and kube-state-metrics names),
-one row per (time, series, pod) through the HTTP API's query_range."""
+one row per (time, series, pod) through the HTTP API's query_range.
+
+A Deployment's pods are named `<deployment>-<pod-template-hash>-<5 characters>`: the pod selector
+matches that shape exactly, so that another Deployment whose name starts with this one's
+(`webapp-db` next to `webapp`) is not counted in it."""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ from apps import App
 
 STEP_S = 5
 RATE_WINDOW = "30s"
-_POD = 'namespace="{ns}",pod=~"{dep}-.*"'
+_POD = 'namespace="{ns}",pod=~"{dep}-[a-z0-9]{1,10}-[a-z0-9]{5}"'
 _CONTAINER = _POD + ',container!="",container!="POD"'
 
 
@@ -32,7 +36,8 @@ QUERIES = {
     "network_rx_bytes_s": _rate("container_network_receive_bytes_total", _POD),
     "network_tx_bytes_s": _rate("container_network_transmit_bytes_total", _POD),
     "restarts": _gauge("kube_pod_container_status_restarts_total", _POD),
-    "replicas": 'kube_deployment_spec_replicas{namespace="{ns}",deployment="{dep}"}',
+    # max: one series even where two kube-state-metrics replicas are scraped.
+    "replicas": 'max(kube_deployment_spec_replicas{namespace="{ns}",deployment="{dep}"})',
 }
 
 
@@ -47,7 +52,9 @@ def export(
     rows: list[tuple[float, str, str, float]] = []
     with httpx.Client(base_url=url.rstrip("/"), timeout=30) as client:
         for series, template in QUERIES.items():
-            query = template.replace("{ns}", app.namespace).replace("{dep}", app.deployment)
+            # Names are DNS labels/subdomains: a dot is the only regex character one can hold.
+            dep = app.deployment if series == "replicas" else app.deployment.replace(".", "[.]")
+            query = template.replace("{ns}", app.namespace).replace("{dep}", dep)
             params: dict[str, Any] = {
                 "query": query,
                 "start": start_ms / 1000,
@@ -56,12 +63,17 @@ def export(
             }
             try:
                 response = client.get("/api/v1/query_range", params=params)
-                response.raise_for_status()
-                body = response.json()
+                body = response.json() if response.content else {}
             except (httpx.HTTPError, ValueError) as exc:
                 raise PrometheusError(
                     f"Prometheus at {url} did not answer the {series} query: {exc}"
                 ) from None
+            if response.status_code != 200 or not isinstance(body, dict) or body.get("status") != "success":
+                error = body.get("error") if isinstance(body, dict) else None
+                raise PrometheusError(
+                    f"Prometheus at {url} refused the {series} query (HTTP {response.status_code}): "
+                    f"{error or response.text[:200]}"
+                )
             for result in body.get("data", {}).get("result", ()):
                 pod = result.get("metric", {}).get("pod", "")
                 for at, value in result.get("values", ()):
