@@ -200,3 +200,44 @@ def test_a_file_that_is_not_zstd_at_all_is_damaged(tmp_path: Path) -> None:
 def test_an_empty_file_holds_no_lines_and_no_damage(tmp_path: Path) -> None:
     assert collect(Part(plain_file(tmp_path / LIVE, b""))) == (b"", [])
     assert collect(Part(zst(tmp_path / SEG1, b""))) == (b"", [])
+
+
+def frames() -> tuple[bytes, set[int]]:
+    """Frames of every header shape the writer and zstd -dc meet, and the offsets between them."""
+    pieces = [
+        zstandard.ZstdCompressor(level=3, write_checksum=True).compress(numbered(3000)),
+        zstandard.ZstdCompressor(write_content_size=False).compress(numbered(50)),
+        b"\x50\x2a\x4d\x18" + (5).to_bytes(4, "little") + b"skip!",  # a skippable frame
+        zstandard.ZstdCompressor(write_checksum=True).compress(b""),
+        zstandard.ZstdCompressor(level=1).compress(b"a" * 200_000),  # RLE and raw blocks
+    ]
+    ends, at = {0}, 0
+    for piece in pieces:
+        at += len(piece)
+        ends.add(at)
+    return b"".join(pieces), ends
+
+
+FRAMES, FRAME_ENDS = frames()
+
+
+@given(st.integers(0, len(FRAMES)))
+def test_a_zstd_file_cut_anywhere_but_between_frames_is_truncated(cut: int) -> None:
+    import io
+
+    from croft.adapters.zstd_frames import ends_on_a_frame
+
+    assert ends_on_a_frame(io.BytesIO(FRAMES[:cut])) == (cut in FRAME_ENDS)
+
+
+def test_every_cut_of_a_segment_reads_a_prefix_of_its_lines_then_damage_unless_whole(tmp_path: Path) -> None:
+    data, path = numbered(2000), tmp_path / SEG1
+    whole = zstandard.ZstdCompressor(write_checksum=True).compress(data)
+    for cut in [*range(0, len(whole), max(1, len(whole) // 97)), len(whole)]:
+        path.write_bytes(whole[:cut])
+        got, others = collect(Part(DatasetFile(path, "n", True, cut)))
+        assert data.startswith(got)
+        if cut in (0, len(whole)):
+            assert others == [] and got == (data if cut else b"")
+        else:
+            assert others and isinstance(others[-1], Damaged), cut

@@ -23,12 +23,13 @@ from typing import BinaryIO
 
 import attrs
 
+from croft.adapters.zstd_frames import ends_on_a_frame
 from croft.domain.rotation import Naming
 from croft.errors import UserError
 
-PLAIN_READ_BYTES = 256 << 10  # bytes per read of a plain file (cache-sized, like a zstd block)
-ZSTD_READ_BYTES = 16 << 10  # compressed bytes per decompress call (about 200 KB out, cache-sized)
-ZSTD_WRITE_BYTES = 512 << 10  # zstandard's output buffer: one piece per call, nothing to join
+PLAIN_READ_BYTES = 256 << 10  # bytes per read of a plain file (cache-sized)
+ZSTD_BLOCK_BYTES = 256 << 10  # decompressed bytes per block of a zstd file (cache-sized, as plain)
+ZSTD_READ_BYTES = 128 << 10  # compressed bytes per read of a zstd file (zstd's own input size)
 
 _SEGMENT = re.compile(r"(?P<stem>.+)-\w{16}(?:_\d{3,})?\.jsonl(?:\.zst)?")
 _DATA = (".jsonl", ".jsonl.zst")
@@ -156,11 +157,11 @@ class Lines:
 
 
 def read_part(
-    part: Part, plain_bytes: int = PLAIN_READ_BYTES, zstd_bytes: int = ZSTD_READ_BYTES
+    part: Part, plain_bytes: int = PLAIN_READ_BYTES, zstd_bytes: int = ZSTD_BLOCK_BYTES
 ) -> Iterator[Lines | Torn | Damaged]:
     """The lines of `part`, in order, as `Lines` of about a block each, then `Torn` if bytes
     followed the last newline, then `Damaged` if the file could not be read to its end. A block is
-    `plain_bytes` of a plain file or what `zstd_bytes` of zstd data decompress to; memory stays
+    `plain_bytes` of a plain file or `zstd_bytes` decompressed from a zstd file; memory stays
     within a few blocks whatever the file's size."""
     if part.file.compressed:
         blocks = _zstd_blocks(part.file.path, zstd_bytes)
@@ -233,27 +234,23 @@ def _range_blocks(f: BinaryIO, start: int, stop: int | None, block_bytes: int) -
         position += len(block)
 
 
-def _zstd_blocks(path: Path, read_bytes: int) -> Iterator[bytes | Damaged]:
+def _zstd_blocks(path: Path, block_bytes: int) -> Iterator[bytes | Damaged]:
     import zstandard  # heavy for `croft --help`; only readers need it
 
     decompressor = zstandard.ZstdDecompressor()
     try:
         with path.open("rb") as f:
-            frame = decompressor.decompressobj(write_size=ZSTD_WRITE_BYTES)
-            complete = True  # an empty file holds no frame and no damage
-            while compressed := f.read(read_bytes):
-                while compressed:
-                    out = frame.decompress(compressed)
-                    complete = frame.eof
-                    if out:
-                        yield out
-                    # Concatenated frames (zstd -dc reads them too): restart on the bytes left over.
-                    compressed = frame.unused_data if frame.eof else b""
-                    if frame.eof:
-                        frame = decompressor.decompressobj(write_size=ZSTD_WRITE_BYTES)
-            if not complete:
+            # Concatenated frames are one stream (zstd -dc reads them so too); each read fills a
+            # new block, with no chunk list to join.
+            reader = decompressor.stream_reader(f, read_size=ZSTD_READ_BYTES, read_across_frames=True)
+            while block := reader.read(block_bytes):
+                yield block
+            f.seek(0)
+            if not ends_on_a_frame(f):  # the reader stops quietly where a cut frame ends
                 yield Damaged("truncated zstd data (the file ends inside a frame)")
     except zstandard.ZstdError as exc:
-        yield Damaged(f"corrupt zstd data ({exc})")
+        # zstandard words its prefix differently per API ("zstd decompress error: ..."); the
+        # reason after it is zstd's own.
+        yield Damaged(f"corrupt zstd data ({str(exc).rpartition(': ')[2]})")
     except OSError as exc:
         yield Damaged(f"cannot read it ({exc.strerror or exc})")
