@@ -22,6 +22,7 @@ from pathlib import Path
 
 import attrs
 
+from croft.domain.cgroupns import host_membership
 from croft.domain.procparse import (
     Stat,
     Unparsable,
@@ -86,7 +87,9 @@ class _Maps:
 
 class ProcFS:
     """The process side of a poll. `gpu_device_prefixes` (e.g. `/dev/nvidia`) turns on the scan of
-    every process's open files for GPU devices; leave it empty on hosts without such devices."""
+    every process's open files for GPU devices; leave it empty on hosts without such devices.
+    `cgroup_namespace_root` is the host path of the collector's cgroup namespace root
+    (`croft.adapters.cgroupns`), joined onto every v2 path read; None in the host's namespace."""
 
     def __init__(
         self,
@@ -95,8 +98,10 @@ class ProcFS:
         gpu_device_prefixes: tuple[str, ...] = (),
         refresh_every: int = 15,
         maps_every: int = 5,
+        cgroup_namespace_root: str | None = None,
     ) -> None:
         self._root = str(root)
+        self._namespace_root = cgroup_namespace_root
         self._gpu_prefixes = gpu_device_prefixes
         self._refresh_every = refresh_every
         self._maps_every = maps_every
@@ -214,13 +219,14 @@ class ProcFS:
         return sample
 
     def _membership(self, data: bytes) -> CgroupMembership:
-        """The parsed /proc/<pid>/cgroup, one shared object per distinct content, so processes of
-        one cgroup share it and lookups by it are cheap."""
+        """The parsed /proc/<pid>/cgroup with host paths, one shared object per distinct content, so
+        processes of one cgroup share it and lookups by it are cheap."""
         membership = self._memberships.get(data)
         if membership is None:
             if len(self._memberships) > 100_000:
                 self._memberships.clear()
-            membership = self._memberships[data] = parse_cgroup_membership(data)
+            membership = host_membership(parse_cgroup_membership(data), self._namespace_root)
+            self._memberships[data] = membership
         return membership
 
     def _libraries(self, pid: int, base: str, start_ticks: int, vsize_bytes: int) -> tuple[str, ...]:

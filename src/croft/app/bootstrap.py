@@ -11,6 +11,7 @@ from pathlib import Path
 import attrs
 
 from croft.adapters.cgroupfs import CgroupFS
+from croft.adapters.cgroupns import find_namespace_root
 from croft.adapters.clock import SystemClock
 from croft.adapters.dataset_writer import DatasetWriter
 from croft.adapters.http_server import HttpServer, Response
@@ -132,9 +133,15 @@ def build_live(
     """The live collector: procfs, cgroupfs, eBPF (or empty), NVML (or empty), the system clock."""
     pipeline = build_pipeline(settings, metrics)
     scan_devices = any(Path("/dev").glob("nvidia*"))
-    procfs = ProcFS(settings.proc_root, gpu_device_prefixes=GPU_DEVICE_PREFIXES if scan_devices else ())
     cgroupfs = CgroupFS(settings.cgroup_root)
     log.info("cgroup layout at %s: %s", settings.cgroup_root, cgroupfs.layout)
+    namespace = find_namespace_root(settings.proc_root, cgroupfs.unified)
+    log.log(logging.WARNING if namespace.unresolved else logging.INFO, "%s", namespace.summary)
+    procfs = ProcFS(
+        settings.proc_root,
+        gpu_device_prefixes=GPU_DEVICE_PREFIXES if scan_devices else (),
+        cgroup_namespace_root=namespace.root,
+    )
     if cgroupfs.layout == "none":
         log.warning("no cgroups under %s: cgroup_usage will be zeros", settings.cgroup_root)
     source = LiveSource(
