@@ -241,3 +241,39 @@ def test_every_cut_of_a_segment_reads_a_prefix_of_its_lines_then_damage_unless_w
             assert others == [] and got == (data if cut else b"")
         else:
             assert others and isinstance(others[-1], Damaged), cut
+
+
+def chunkwise(data: bytes, chunk: int = 1 << 14) -> tuple[bytes, bool]:
+    """What a plain decompressobj fed `chunk` bytes at a time decodes before it fails (the
+    reader's old way, kept as the oracle), and whether it failed."""
+    decompressor, out = zstandard.ZstdDecompressor(), []
+    frame = decompressor.decompressobj()
+    try:
+        for at in range(0, len(data), chunk):
+            piece = data[at : at + chunk]
+            while piece:
+                out.append(frame.decompress(piece))
+                piece = frame.unused_data if frame.eof else b""
+                if frame.eof:
+                    frame = decompressor.decompressobj()
+    except zstandard.ZstdError:
+        return b"".join(out), True
+    return b"".join(out), False
+
+
+SEGMENT = zstandard.ZstdCompressor(level=3, write_checksum=True).compress(numbered(60_000))
+
+
+@given(at=st.integers(0, len(SEGMENT) - 1), width=st.sampled_from([1, 8, 64]))
+def test_a_corrupt_segment_yields_every_line_decoded_before_the_damage(at: int, width: int) -> None:
+    raw = bytearray(SEGMENT)
+    raw[at : at + width] = bytes(b ^ 0x5A for b in raw[at : at + width])
+    decoded, failed = chunkwise(bytes(raw))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / SEG1
+        path.write_bytes(bytes(raw))
+        got, others = collect(Part(DatasetFile(path, "n", True, len(raw))), zstd_bytes=1 << 20)
+    cut = decoded.rfind(b"\n") + 1
+    assert got == decoded[:cut]
+    assert (Torn() in others) == bool(decoded[cut:].strip())
+    assert any(isinstance(o, Damaged) for o in others) == failed

@@ -28,8 +28,8 @@ from croft.domain.rotation import Naming
 from croft.errors import UserError
 
 PLAIN_READ_BYTES = 256 << 10  # bytes per read of a plain file (cache-sized)
-ZSTD_BLOCK_BYTES = 256 << 10  # decompressed bytes per block of a zstd file (cache-sized, as plain)
-ZSTD_READ_BYTES = 128 << 10  # compressed bytes per read of a zstd file (zstd's own input size)
+ZSTD_READ_BYTES = 16 << 10  # compressed bytes per read of a zstd file (about 200 KB out, cache-sized)
+ZSTD_BLOCK_BYTES = 1 << 20  # room for what one read decompresses to (more comes as further blocks)
 
 _SEGMENT = re.compile(r"(?P<stem>.+)-\w{16}(?:_\d{3,})?\.jsonl(?:\.zst)?")
 _DATA = (".jsonl", ".jsonl.zst")
@@ -161,7 +161,8 @@ def read_part(
 ) -> Iterator[Lines | Torn | Damaged]:
     """The lines of `part`, in order, as `Lines` of about a block each, then `Torn` if bytes
     followed the last newline, then `Damaged` if the file could not be read to its end. A block is
-    `plain_bytes` of a plain file or `zstd_bytes` decompressed from a zstd file; memory stays
+    `plain_bytes` of a plain file or what one read of a zstd file decompresses to (at most
+    `zstd_bytes`); memory stays
     within a few blocks whatever the file's size."""
     if part.file.compressed:
         blocks = _zstd_blocks(part.file.path, zstd_bytes)
@@ -240,10 +241,11 @@ def _zstd_blocks(path: Path, block_bytes: int) -> Iterator[bytes | Damaged]:
     decompressor = zstandard.ZstdDecompressor()
     try:
         with path.open("rb") as f:
-            # Concatenated frames are one stream (zstd -dc reads them so too); each read fills a
-            # new block, with no chunk list to join.
+            # Concatenated frames are one stream (zstd -dc reads them so too). Each read1 decodes
+            # one read of the file into a new block, with no output pieces to join; on damage,
+            # what that read decoded is lost, and everything before it was yielded.
             reader = decompressor.stream_reader(f, read_size=ZSTD_READ_BYTES, read_across_frames=True)
-            while block := reader.read(block_bytes):
+            while block := reader.read1(block_bytes):
                 yield block
             f.seek(0)
             if not ends_on_a_frame(f):  # the reader stops quietly where a cut frame ends
