@@ -10,24 +10,13 @@ from pathlib import Path
 import attrs
 import pytest
 from tests.dataset_files import make_row
+from tests.spec_keys import PROFILE_KEYS
 
 from croft.domain import codec
 from croft.domain.row import Row
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "datasets"
-KEYS = [
-    "container_id",
-    "from_ms",
-    "to_ms",
-    "nodes",
-    "polls",
-    "processes",
-    "gpu_poll_share",
-    "cpu_cores",
-    "memory_bytes",
-    "cpu_throttled_fraction",
-    "cpu_pressure_avg10",
-]
+KEYS = PROFILE_KEYS
 
 
 def croft(*args: str) -> subprocess.CompletedProcess[str]:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from tests.dataset_files import make_row
+from tests.spec_keys import STATS_KEYS
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "datasets"
 
@@ -41,20 +42,7 @@ def test_json_has_the_keys_of_the_issue_and_agrees_with_the_summary() -> None:
     out = croft("stats", str(FIXTURES / "nodes"), "--json")
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout)
-    assert list(got) == [
-        "files",
-        "bytes",
-        "rows",
-        "skipped_lines",
-        "first_ms",
-        "last_ms",
-        "polls",
-        "nodes",
-        "containers",
-        "processes",
-        "workloads",
-        "frameworks",
-    ]
+    assert list(got) == STATS_KEYS
     assert got["nodes"] == ["cpu-c", "gpu-a", "gpu-b"]
     assert got["files"] == 6 and got["skipped_lines"] == 0
     assert sum(got["workloads"].values()) == got["rows"]

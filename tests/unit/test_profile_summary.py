@@ -19,6 +19,7 @@ from croft.domain.container_profile import (
 from croft.domain.row import Row
 from croft.domain.row_views import PROFILE_DECODER
 from tests.dataset_files import make_row
+from tests.spec_keys import PROFILE_KEYS
 
 finite = st.floats(min_value=-1e15, max_value=1e15, allow_nan=False)
 
@@ -151,18 +152,6 @@ def test_the_json_object_has_exactly_the_keys_of_the_issue() -> None:
     got = profile_of(CID_1, track, None, None)
     assert got is not None
     out = got.to_json()
-    assert list(out) == [
-        "container_id",
-        "from_ms",
-        "to_ms",
-        "nodes",
-        "polls",
-        "processes",
-        "gpu_poll_share",
-        "cpu_cores",
-        "memory_bytes",
-        "cpu_throttled_fraction",
-        "cpu_pressure_avg10",
-    ]
+    assert list(out) == PROFILE_KEYS
     assert out["memory_bytes"] == {"mean": 2048.0, "p95": 2048.0, "max": 2048}
     assert out["cpu_throttled_fraction"] == {"mean": 0.25, "p95": 0.25, "max": 0.25}

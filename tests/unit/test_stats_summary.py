@@ -24,6 +24,7 @@ from croft.domain.row_views import (
 from croft.domain.skips import NOT_A_ROW, NOT_JSON, TORN, SkipTally
 from croft.domain.summary import BUSIEST_SYSCALLS, FileFacts, Stats, StatsAccumulator
 from tests import strategies as s
+from tests.spec_keys import STATS_KEYS
 
 FACTS = FileFacts(files=1, compressed=0, bytes_on_disk=10)
 
@@ -216,20 +217,7 @@ def test_without_syscalls_the_summary_has_none_and_the_same_totals() -> None:
 
 def test_the_json_object_has_exactly_the_keys_of_the_issue() -> None:
     got = summary_of([("n", [_example_row()])]).to_json()
-    assert list(got) == [
-        "files",
-        "bytes",
-        "rows",
-        "skipped_lines",
-        "first_ms",
-        "last_ms",
-        "polls",
-        "nodes",
-        "containers",
-        "processes",
-        "workloads",
-        "frameworks",
-    ]
+    assert list(got) == STATS_KEYS
     assert got["nodes"] == ["n"] and got["workloads"] == {"no-gpu": 1} and got["frameworks"] == {"pytorch": 1}
 
 

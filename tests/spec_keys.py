@@ -1,0 +1,30 @@
+"""The JSON keys issue 2 fixes for `croft stats --json` and `croft profile`, in their order."""
+
+STATS_KEYS = [
+    "files",
+    "bytes",
+    "rows",
+    "skipped_lines",
+    "first_ms",
+    "last_ms",
+    "polls",
+    "nodes",
+    "containers",
+    "processes",
+    "workloads",
+    "frameworks",
+]
+
+PROFILE_KEYS = [
+    "container_id",
+    "from_ms",
+    "to_ms",
+    "nodes",
+    "polls",
+    "processes",
+    "gpu_poll_share",
+    "cpu_cores",
+    "memory_bytes",
+    "cpu_throttled_fraction",
+    "cpu_pressure_avg10",
+]
