@@ -7,49 +7,24 @@ leaving on time (achieved RPS stays on target) and the stall shows in their late
 from __future__ import annotations
 
 import http.server
-import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 import loadgen
 import profiles
 from croft.sim.rundir import WORKLOAD_COLUMNS, read_workload
+from tests.webapp_process import free_port, running_webapp
 
-WEBAPP = Path(loadgen.__file__).resolve().parent / "workloads" / "webapp" / "webapp.py"
 pytestmark = pytest.mark.timeout(60)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture
 def webapp() -> Iterator[str]:
-    port = _free_port()
-    process = subprocess.Popen(
-        [sys.executable, str(WEBAPP), "--host", "127.0.0.1", "--port", str(port), "--cpu-ms", "2"],
-        stdout=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
+    with running_webapp(cpu_ms=2) as (url, _):
+        yield url
 
 
 class StallingServer:
@@ -149,7 +124,7 @@ def test_failures_and_timeouts_are_counted_apart():
 
 
 def test_a_refused_connection_is_a_failure():
-    port = _free_port()  # nothing listens there
+    port = free_port()  # nothing listens there
     rows = loadgen.run_open_loop(
         profiles.constant(duration_s=1, rps=5), loadgen.Target(f"http://127.0.0.1:{port}"), quiet=True
     ).rows

@@ -22,8 +22,8 @@ import pytest
 
 import apps
 import locust_mode
+from tests.webapp_process import running_webapp
 
-WEBAPP = Path(apps.__file__).resolve().parent / "workloads" / "webapp" / "webapp.py"
 RUN_PY = Path(apps.__file__).with_name("run.py")
 CPU_MS = 5.0
 USERS = 3
@@ -72,14 +72,6 @@ HISTORY_COLUMNS = [
 ]
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _children() -> set[int]:
     """The live child processes of this test process (from /proc)."""
     out: set[int] = set()
@@ -105,25 +97,8 @@ class Webapp:
 
 @pytest.fixture(scope="module")
 def webapp() -> Iterator[Webapp]:
-    import socket
-
-    port = _free_port()
-    process = subprocess.Popen(
-        [sys.executable, str(WEBAPP), "--host", "127.0.0.1", "--port", str(port), "--cpu-ms", str(CPU_MS)],
-        stdout=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.05)
-        yield Webapp(f"http://127.0.0.1:{port}", process.pid)
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
+    with running_webapp(cpu_ms=CPU_MS) as (url, process):
+        yield Webapp(url, process.pid)
 
 
 @attrs.frozen

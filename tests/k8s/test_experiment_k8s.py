@@ -9,8 +9,6 @@ real time), as a kubelet would. The load goes to a real webapp on loopback.
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
 import sys
 import threading
 import time
@@ -19,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from tests.k8s.kube_helpers import ControlPlane
+from tests.webapp_process import running_webapp
 
 REPO = Path(__file__).resolve().parents[2]
 HARNESS = REPO / "labs" / "research" / "experiment"
@@ -106,34 +105,8 @@ def harness_app(tmp_path_factory: pytest.TempPathFactory) -> apps.App:
 
 @pytest.fixture(scope="module")
 def webapp_url() -> Iterator[str]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            str(HARNESS / "workloads/webapp/webapp.py"),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--cpu-ms",
-            "1",
-        ],
-        stdout=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
+    with running_webapp(cpu_ms=1) as (url, _):
+        yield url
 
 
 def _options(plane: ControlPlane, app: apps.App, url: str, data: Path, **kw: object) -> web.WebOptions:

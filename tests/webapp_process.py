@@ -1,0 +1,42 @@
+"""The experiment harness's webapp as a real process on loopback, for the tests that drive it."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+WEBAPP = Path(__file__).resolve().parents[1] / "labs/research/experiment/workloads/webapp/webapp.py"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def running_webapp(cpu_ms: float) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """The webapp costing `cpu_ms` per request, with its URL once it accepts connections (10 s at
+    most); terminated on exit."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, str(WEBAPP), "--host", "127.0.0.1", "--port", str(port), "--cpu-ms", str(cpu_ms)],
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}", process
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
