@@ -33,8 +33,8 @@ LIVE = "croft-dataset.jsonl"
 SERVER = """
 import signal, sys, threading
 from pathlib import Path
-from croft.adapters.dataset_endpoint import DatasetEndpoint
-from croft.adapters.http_server import HttpServer
+from croft.adapters.dataset.endpoint import DatasetEndpoint
+from croft.adapters.http.server import HttpServer
 server = HttpServer("127.0.0.1", 0)
 DatasetEndpoint(Path(sys.argv[1])).register(server)
 server.start()

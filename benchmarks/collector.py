@@ -28,15 +28,15 @@ sys.path.insert(0, str(REPO))
 
 from tests.integration.workload import OwnCgroup  # noqa: E402
 
-from croft.adapters.cgroupfs import CgroupFS  # noqa: E402
-from croft.adapters.plain_sink import PlainAppendSink  # noqa: E402
-from croft.adapters.poller import LiveSource, UnavailableGpu, UnavailableKernel  # noqa: E402
-from croft.adapters.procfs import ProcFS  # noqa: E402
+from croft.adapters.host.cgroupfs import CgroupFS  # noqa: E402
+from croft.adapters.host.poller import LiveSource, UnavailableGpu, UnavailableKernel  # noqa: E402
+from croft.adapters.host.procfs import ProcFS  # noqa: E402
 from croft.app.bootstrap import load_catalog  # noqa: E402
 from croft.app.collector import Pipeline  # noqa: E402
-from croft.domain.collect import CollectorConfig  # noqa: E402
-from croft.domain.frameworks import Matcher  # noqa: E402
-from croft.domain.snapshot import Instant  # noqa: E402
+from croft.domain.collector.frameworks import Matcher  # noqa: E402
+from croft.domain.collector.rows import CollectorConfig  # noqa: E402
+from croft.domain.collector.snapshot import Instant  # noqa: E402
+from plain_sink import PlainAppendSink  # noqa: E402
 
 POLL_S = 2.0
 BARE_FILES = ("stat", "status", "io", "schedstat")

@@ -51,7 +51,7 @@ LOOP_PY = (
 # The croft side, in its own process as in croft run: load, then drain the maps every 2 s.
 POLLER = (
     "import sys, time\n"
-    "from croft.adapters.bcc_source import BccKernelSource\n"
+    "from croft.adapters.host.bcc_source import BccKernelSource\n"
     "source = BccKernelSource()\n"
     "print('loaded', flush=True)\n"
     "deadline = time.monotonic()\n"

@@ -21,13 +21,13 @@ from collections.abc import Callable
 import httpx
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
-from croft.adapters.http_server import HttpServer, Response
-from croft.adapters.metrics_export import CONTENT_TYPE, SnapshotCollector, exposition_body, metrics_registry
-from croft.domain import metrics_names as names
-from croft.domain.exposition import Sample, parse_exposition
-from croft.domain.metric_series import Health, MetricsMemory, series
-from croft.domain.row import CgroupUsage, Process, Row, SyscallRate, Usage
-from croft.domain.snapshot import CgroupMembership, Instant, Poll, ProcessSample
+from croft.adapters.http.metrics import CONTENT_TYPE, SnapshotCollector, exposition_body, metrics_registry
+from croft.adapters.http.server import HttpServer, Response
+from croft.domain.collector.snapshot import CgroupMembership, Instant, Poll, ProcessSample
+from croft.domain.dataset.row import CgroupUsage, Process, Row, SyscallRate, Usage
+from croft.domain.metrics import names as names
+from croft.domain.metrics.exposition import Sample, parse_exposition
+from croft.domain.metrics.series import Health, MetricsMemory, series
 
 SYSCALLS = [
     "read", "write", "sendto", "recvfrom", "epoll_wait", "futex", "openat", "close", "mmap", "munmap",

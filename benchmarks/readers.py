@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT / "fixtures" / "datasets"))
 
 from make_fixtures import Fleet  # noqa: E402
 
-from croft.domain.rotation import Naming, SegmentName  # noqa: E402
+from croft.domain.dataset.rotation import Naming, SegmentName  # noqa: E402
 
 NODES = ("node-a", "node-b", "node-c", "node-d")
 SEGMENT_POLLS = 1800  # an hour of 2 s polls: the collector rotates hourly

@@ -26,11 +26,11 @@ from pathlib import Path
 
 import zstandard
 
-from croft.adapters.dataset_writer import DatasetWriter
-from croft.adapters.segment_compressor import ZSTD_LEVEL
-from croft.domain import codec
-from croft.domain.rotation import Limits, Naming, SegmentName
-from croft.domain.row import CgroupUsage, Process, Row, SyscallRate, Usage
+from croft.adapters.dataset.compressor import ZSTD_LEVEL
+from croft.adapters.dataset.writer import DatasetWriter
+from croft.domain.dataset import codec
+from croft.domain.dataset.rotation import Limits, Naming, SegmentName
+from croft.domain.dataset.row import CgroupUsage, Process, Row, SyscallRate, Usage
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "bench-data" / "rotation"

@@ -25,10 +25,9 @@ import statistics
 import time
 from pathlib import Path
 
-from croft.domain import metrics_names as names
-from croft.domain.exposition import Sample, render_exposition
-from croft.domain.scale_record import decode_poll, replay
-from croft.domain.scaling import (
+from croft.domain.metrics import names as names
+from croft.domain.metrics.exposition import Sample, render_exposition
+from croft.domain.scaling.decision import (
     CollectorScrape,
     DeploymentView,
     Observations,
@@ -37,6 +36,7 @@ from croft.domain.scaling import (
     ScaleHistory,
     desired_replicas,
 )
+from croft.domain.scaling.record import decode_poll, replay
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "fixtures" / "scale" / "burst.jsonl"

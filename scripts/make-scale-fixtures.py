@@ -24,10 +24,10 @@ import math
 import random
 from pathlib import Path
 
-from croft.domain import metrics_names as names
-from croft.domain.exposition import Sample, render_exposition
-from croft.domain.scale_record import RecordedPoll, encode_poll
-from croft.domain.scaling import (
+from croft.domain.metrics import names as names
+from croft.domain.metrics.exposition import Sample, render_exposition
+from croft.domain.scaling.record import RecordedPoll, encode_poll
+from croft.domain.scaling.decision import (
     CollectorScrape,
     DeploymentView,
     Observations,

@@ -13,8 +13,8 @@ import sys
 import time
 from pathlib import Path
 
-from croft.adapters.dataset_writer import DatasetWriter
-from croft.domain.rotation import Limits
+from croft.adapters.dataset.writer import DatasetWriter
+from croft.domain.dataset.rotation import Limits
 from tests.dataset_files import LIVE, poll_lines
 
 LIMITS = Limits(rotate_secs=60, rotate_bytes=24_000, retain_days=3650, retain_bytes=1 << 40)

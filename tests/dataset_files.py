@@ -7,9 +7,9 @@ from pathlib import Path
 
 import zstandard
 
-from croft.domain import codec
-from croft.domain.rotation import Naming
-from croft.domain.row import CgroupUsage, Process, Row, SyscallRate, Usage
+from croft.domain.dataset import codec
+from croft.domain.dataset.rotation import Naming
+from croft.domain.dataset.row import CgroupUsage, Process, Row, SyscallRate, Usage
 
 LIVE = "croft-dataset.jsonl"
 

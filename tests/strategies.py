@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from croft.domain.row import WORKLOADS, CgroupUsage, Process, Row, SyscallRate, Usage
+from croft.domain.dataset.row import WORKLOADS, CgroupUsage, Process, Row, SyscallRate, Usage
 
 rates = st.floats(min_value=0, max_value=1e12, allow_nan=False, allow_infinity=False)
 fractions = st.floats(min_value=0, max_value=1, allow_nan=False)

@@ -2,7 +2,7 @@
 
 A path is what `croft stats` takes: a `.jsonl` or `.jsonl.zst` file, a dataset directory
 (segments in time order, then the live file), or a directory of per-node dataset directories.
-Rows are `croft.domain.row.Row` values, checked strictly by croft's codec; rows come node by node
+Rows are `croft.domain.dataset.row.Row` values, checked strictly by croft's codec; rows come node by node
 (nodes in name order), each node's in time order. Lines that are not rows, a torn last line and
 damaged zstd segments are skipped; what was skipped is reported once the iteration ends, to
 `on_skip` (one sentence each), or else as warnings on the `croft.dataset` logger.
@@ -30,10 +30,10 @@ from pathlib import Path
 
 import msgspec
 
-from croft.adapters.dataset_files import DatasetFile, Lines, Part, Torn, find_files, read_part
-from croft.domain.codec import NotARow, row_from_dict
-from croft.domain.row import Row
-from croft.domain.skips import NOT_A_ROW, NOT_JSON, TORN, SkipTally
+from croft.adapters.dataset.files import DatasetFile, Lines, Part, Torn, find_files, read_part
+from croft.domain.dataset.codec import NotARow, row_from_dict
+from croft.domain.dataset.row import Row
+from croft.domain.dataset.skips import NOT_A_ROW, NOT_JSON, TORN, SkipTally
 
 __all__ = ["DatasetFile", "Row", "files", "node_rows", "rows"]
 

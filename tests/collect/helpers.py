@@ -11,10 +11,10 @@ from pathlib import Path
 import httpx
 import zstandard
 
-from croft.adapters.dataset_fetch import HttpDatasetSource
-from croft.adapters.dataset_writer import DatasetWriter
-from croft.adapters.node_copy import NodeCopy, NodeResult
-from croft.domain.rotation import Limits
+from croft.adapters.dataset.fetch import HttpDatasetSource
+from croft.adapters.dataset.node_copy import NodeCopy, NodeResult
+from croft.adapters.dataset.writer import DatasetWriter
+from croft.domain.dataset.rotation import Limits
 from tests.dataset_files import LIVE, poll_lines
 
 HERE = Path(__file__).resolve().parent

@@ -10,8 +10,8 @@ import sys
 import threading
 from pathlib import Path
 
-from croft.adapters.dataset_endpoint import DatasetEndpoint
-from croft.adapters.http_server import HttpServer
+from croft.adapters.dataset.endpoint import DatasetEndpoint
+from croft.adapters.http.server import HttpServer
 
 
 def main() -> None:

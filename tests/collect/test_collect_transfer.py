@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from croft.adapters.dataset_fetch import CollectorGone
+from croft.adapters.dataset.fetch import CollectorGone
 from tests.collect.helpers import HERE, REPO, collector, copy_node, local_lines, seqs, write_polls
 from tests.dataset_files import LIVE
 

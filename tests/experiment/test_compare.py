@@ -1,6 +1,6 @@
 """compare on recorded run directories whose scores were worked out by hand (numbers below).
 
-The files are written here as text, in the run-directory format, not through croft.sim.rundir, so
+The files are written here as text, in the run-directory format, not through croft.runs.rundir, so
 that a change of the format breaks these tests rather than passing silently.
 """
 

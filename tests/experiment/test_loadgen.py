@@ -15,7 +15,7 @@ import pytest
 
 import loadgen
 import profiles
-from croft.sim.rundir import WORKLOAD_COLUMNS, read_workload
+from croft.runs.rundir import WORKLOAD_COLUMNS, read_workload
 from tests.webapp_process import free_port, running_webapp
 
 pytestmark = pytest.mark.timeout(60)

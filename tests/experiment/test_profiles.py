@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import profiles
-from croft.sim.load import send_times
+from croft.runs.load import send_times
 
 
 def test_burst_at_scale_half_is_the_spec_s_burst_after_a_warm_up():

@@ -20,7 +20,7 @@ import pytest
 
 import apps
 import prom
-from croft.sim.rundir import PROMETHEUS_COLUMNS, PROMETHEUS_SERIES, write_prometheus
+from croft.runs.rundir import PROMETHEUS_COLUMNS, PROMETHEUS_SERIES, write_prometheus
 from tests.experiment import cluster_exporter as served
 from tests.prometheus_helpers import free_port, query, wait_for
 from tests.prometheus_helpers import prometheus as prometheus_on_loopback

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from croft.adapters.dataset_writer import DatasetWriter
-from croft.domain.rotation import Limits, Naming
+from croft.adapters.dataset.writer import DatasetWriter
+from croft.domain.dataset.rotation import Limits, Naming
 from tests.dataset_files import LIVE, dataset_files, file_lines, poll_lines, read_rows
 
 ROOT = Path(__file__).resolve().parents[2]

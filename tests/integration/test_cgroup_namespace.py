@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from croft.adapters.cgroupfs import CgroupFS
-from croft.adapters.cgroupns import find_namespace_root
-from croft.adapters.procfs import ProcFS
-from croft.domain.container import membership_container_id
-from croft.domain.selection import parse_watch, watched
+from croft.adapters.host.cgroupfs import CgroupFS
+from croft.adapters.host.cgroupns import find_namespace_root
+from croft.adapters.host.procfs import ProcFS
+from croft.domain.collector.container import membership_container_id
+from croft.domain.collector.selection import parse_watch, watched
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "procfs" / "v2" / "proc"
 COLLECTOR_ID = "5e0c4b1a9d8f7e6c5b4a39281706f5e4d3c2b1a09f8e7d6c5b4a392817065f4e"
@@ -118,11 +118,11 @@ def _v2_mount() -> Path:
 _COLLECTOR_CODE = """
 import json, sys
 from pathlib import Path
-from croft.adapters.cgroupfs import CgroupFS
-from croft.adapters.cgroupns import find_namespace_root
-from croft.adapters.procfs import ProcFS
-from croft.domain.container import membership_container_id
-from croft.domain.selection import parse_watch, watched
+from croft.adapters.host.cgroupfs import CgroupFS
+from croft.adapters.host.cgroupns import find_namespace_root
+from croft.adapters.host.procfs import ProcFS
+from croft.domain.collector.container import membership_container_id
+from croft.domain.collector.selection import parse_watch, watched
 
 workload, watch = int(sys.argv[1]), sys.argv[2]
 cgroupfs = CgroupFS(Path("/sys/fs/cgroup"))

@@ -9,7 +9,7 @@ import pytest
 from tests.dataset_files import read_rows
 
 from croft import dataset
-from croft.domain import codec
+from croft.domain.dataset import codec
 from croft.errors import UserError
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "datasets"

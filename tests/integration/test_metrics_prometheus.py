@@ -24,9 +24,9 @@ import zstandard
 from tests.prometheus_helpers import free_port, query, wait_for
 from tests.prometheus_helpers import prometheus as prometheus_on_loopback
 
-from croft.domain import metrics_names as names
-from croft.domain.exposition import parse_exposition
-from croft.domain.scaling import CollectorScrape, Observations, PodView, ScaleConfig, estimate_rate
+from croft.domain.metrics import names as names
+from croft.domain.metrics.exposition import parse_exposition
+from croft.domain.scaling.decision import CollectorScrape, Observations, PodView, ScaleConfig, estimate_rate
 
 REPO = Path(__file__).resolve().parents[2]
 TRACE = REPO / "fixtures" / "traces" / "live"

@@ -11,10 +11,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from croft.adapters.cgroupfs import CgroupFS
-from croft.adapters.procfs import ProcFS
-from croft.domain.procparse import parse_stat
-from croft.domain.snapshot import CgroupMembership
+from croft.adapters.host.cgroupfs import CgroupFS
+from croft.adapters.host.procfs import ProcFS
+from croft.domain.collector.procparse import parse_stat
+from croft.domain.collector.snapshot import CgroupMembership
 
 PROCFS = Path(__file__).resolve().parents[2] / "fixtures" / "procfs"
 PIDS = orjson.loads((PROCFS / "hybrid" / "pids.json").read_bytes())

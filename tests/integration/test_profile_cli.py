@@ -12,8 +12,8 @@ import pytest
 from tests.dataset_files import make_row
 from tests.spec_keys import PROFILE_KEYS
 
-from croft.domain import codec
-from croft.domain.row import Row
+from croft.domain.dataset import codec
+from croft.domain.dataset.row import Row
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "datasets"
 KEYS = PROFILE_KEYS

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from croft.adapters.dataset_scan import read_profile, read_stats
-from croft.domain import codec
-from croft.domain.container_profile import profile_of
-from croft.domain.row import Row
+from croft.adapters.dataset.scan import read_profile, read_stats
+from croft.domain.dataset import codec
+from croft.domain.dataset.profile import profile_of
+from croft.domain.dataset.row import Row
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "datasets"
 HOST = "fixture-host"

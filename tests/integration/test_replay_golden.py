@@ -14,7 +14,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from croft.domain.codec import decode_row
+from croft.domain.dataset.codec import decode_row
 
 REPO = Path(__file__).resolve().parents[2]
 TRACES = REPO / "fixtures" / "traces"

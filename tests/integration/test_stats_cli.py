@@ -99,7 +99,7 @@ def test_a_dataset_of_nothing_but_bad_lines_reports_them_then_fails(tmp_path: Pa
 
 
 def test_a_torn_live_file_still_counts_its_whole_rows(tmp_path: Path) -> None:
-    from croft.domain import codec
+    from croft.domain.dataset import codec
 
     line = codec.encode_row(make_row(1, 1_792_505_950_473))
     (tmp_path / "croft-dataset.jsonl").write_bytes(line + line[:40])

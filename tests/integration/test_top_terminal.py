@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 from tests.unit.top_rows import append, encode, top_row
 
-from croft.domain.codec import encode_row
-from croft.domain.row import Row
+from croft.domain.dataset.codec import encode_row
+from croft.domain.dataset.row import Row
 
 pytestmark = pytest.mark.slow
 LIVE = "croft-dataset.jsonl"

@@ -28,7 +28,7 @@ import apps  # noqa: E402
 import profiles  # noqa: E402
 import scoring  # noqa: E402
 import web  # noqa: E402
-from croft.sim.rundir import read_records, read_timeline, read_workload  # noqa: E402
+from croft.runs.rundir import read_records, read_timeline, read_workload  # noqa: E402
 
 pytestmark = [pytest.mark.k8s, pytest.mark.timeout(240)]
 NAMESPACE = "croft-harness"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-from croft.domain.kernel import GpuIoctls, KernelSample
+from croft.domain.collector.kernel import GpuIoctls, KernelSample
 
 
 class FakeKernel:

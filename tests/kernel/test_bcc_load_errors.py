@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from croft.adapters.bcc_loader import program_dir
-from croft.adapters.bcc_source import BccKernelSource
+from croft.adapters.host.bcc_loader import program_dir
+from croft.adapters.host.bcc_source import BccKernelSource
 from croft.errors import UserError
 
 pytestmark = [pytest.mark.root, pytest.mark.bpf]

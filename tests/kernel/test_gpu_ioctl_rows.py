@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from croft.adapters.bcc_source import BccKernelSource
-from croft.adapters.cgroupfs import CgroupFS
-from croft.adapters.clock import SystemClock
-from croft.adapters.poller import LiveSource, UnavailableGpu
-from croft.adapters.procfs import ProcFS
+from croft.adapters.host.bcc_source import BccKernelSource
+from croft.adapters.host.cgroupfs import CgroupFS
+from croft.adapters.host.clock import SystemClock
+from croft.adapters.host.poller import LiveSource, UnavailableGpu
+from croft.adapters.host.procfs import ProcFS
 from croft.app.bootstrap import Settings, collector_config
-from croft.domain import collect
-from croft.domain.row import Row
-from croft.domain.snapshot import Poll
+from croft.domain.collector import rows as collect
+from croft.domain.collector.snapshot import Poll
+from croft.domain.dataset.row import Row
 from tests.kernel.children import Child
 from tests.kernel.test_kernel_contract import make_gpu_node
 

@@ -13,7 +13,7 @@ from typing import Protocol
 
 import pytest
 
-from croft.domain.kernel import KernelSample, KernelSource
+from croft.domain.collector.kernel import KernelSample, KernelSource
 from tests.kernel.children import PAYLOAD_BYTES, Child
 from tests.kernel.fake_kernel import FakeChild, FakeKernel
 
@@ -53,7 +53,7 @@ class FakeHarness:
 
 class BccHarness:
     def __init__(self, device: Path) -> None:
-        from croft.adapters.bcc_source import BccKernelSource
+        from croft.adapters.host.bcc_source import BccKernelSource
 
         self.device = device
         self.source: KernelSource = BccKernelSource(gpu_devices=[str(device)])
@@ -63,7 +63,7 @@ class BccHarness:
         return Child(device=str(self.device))
 
     def with_capacity(self, syscall_pairs: int) -> KernelSource:
-        from croft.adapters.bcc_source import BccKernelSource, MapSizes
+        from croft.adapters.host.bcc_source import BccKernelSource, MapSizes
 
         source = BccKernelSource(gpu_devices=[str(self.device)], sizes=MapSizes(syscalls=syscall_pairs))
         self._opened.append(source)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from croft.adapters.nvml import FALLBACK_NOTE, NvmlGpuHolders
-from croft.domain.kernel import GpuHolders, GpuHolderSource
+from croft.adapters.host.nvml import FALLBACK_NOTE, NvmlGpuHolders
+from croft.domain.collector.kernel import GpuHolders, GpuHolderSource
 from tests.kernel.nvml_fake import FIXTURES, RecordedNvml
 
 RECORDINGS = sorted(path.stem for path in FIXTURES.glob("*.json"))

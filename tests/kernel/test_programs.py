@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from croft.adapters.bcc_loader import program_dir, program_text
-from croft.adapters.bcc_source import MapSizes
+from croft.adapters.host.bcc_loader import program_dir, program_text
+from croft.adapters.host.bcc_source import MapSizes
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from croft.adapters.bcc_source import GpuDeviceMatcher
-from croft.adapters.syscall_table import SyscallNames, parse_unistd, syscall_table_paths
+from croft.adapters.host.bcc_source import GpuDeviceMatcher
+from croft.adapters.host.syscall_table import SyscallNames, parse_unistd, syscall_table_paths
 
 EXCERPT = """\
 #ifndef _ASM_UNISTD_64_H

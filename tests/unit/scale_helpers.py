@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from croft.domain import metrics_names as names
-from croft.domain.exposition import Sample, render_exposition
-from croft.domain.scaling import CollectorScrape, Observations, PodView
+from croft.domain.metrics import names as names
+from croft.domain.metrics.exposition import Sample, render_exposition
+from croft.domain.scaling.decision import CollectorScrape, Observations, PodView
 
 CALLS_PER_REQUEST = 2.06
 

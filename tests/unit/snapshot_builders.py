@@ -6,10 +6,10 @@ from typing import Any
 
 import attrs
 
-from croft.domain.collect import CollectorConfig
-from croft.domain.frameworks import Catalog, Framework, Matcher
-from croft.domain.kernel import GpuHolders, KernelSample
-from croft.domain.snapshot import CgroupMembership, CgroupSample, Instant, Poll, ProcessSample
+from croft.domain.collector.frameworks import Catalog, Framework, Matcher
+from croft.domain.collector.kernel import GpuHolders, KernelSample
+from croft.domain.collector.rows import CollectorConfig
+from croft.domain.collector.snapshot import CgroupMembership, CgroupSample, Instant, Poll, ProcessSample
 
 WATCHED = CgroupMembership(unified="/kubepods/burstable/pod1234/" + "ab" * 32)
 HOST = CgroupMembership(unified="/user.slice/user-0.slice/session-1.scope")

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from croft.domain.cgroupns import (
+from croft.domain.collector.cgroupns import (
     host_membership,
     host_path,
     lists_pid,
@@ -17,9 +17,9 @@ from croft.domain.cgroupns import (
     normalized,
     outside_namespace,
 )
-from croft.domain.container import membership_container_id
-from croft.domain.selection import parse_watch, watched
-from croft.domain.snapshot import CgroupMembership
+from croft.domain.collector.container import membership_container_id
+from croft.domain.collector.selection import parse_watch, watched
+from croft.domain.collector.snapshot import CgroupMembership
 
 COLLECTOR = "5e0c4b1a9d8f7e6c5b4a39281706f5e4d3c2b1a09f8e7d6c5b4a392817065f4e"
 WORKLOAD = "9f3a7c2e1d0b4a5968776655443322110ffeeddccbbaa9988776655443322110"

@@ -8,8 +8,8 @@ import orjson
 import pytest
 from hypothesis import given
 
-from croft.domain import codec
-from croft.domain.row import CgroupUsage, Process, Row, SyscallRate, Usage
+from croft.domain.dataset import codec
+from croft.domain.dataset.row import CgroupUsage, Process, Row, SyscallRate, Usage
 from tests import strategies as s
 
 # The example row of dataset.md, with the elided ids written out.

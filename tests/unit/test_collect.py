@@ -6,11 +6,11 @@ import attrs
 from hypothesis import given
 from hypothesis import strategies as st
 
-from croft.domain.codec import decode_row, encode_row
-from croft.domain.collect import CollectorState, rows
-from croft.domain.kernel import GpuHolders, GpuIoctls, KernelSample
-from croft.domain.selection import parse_watch, watched
-from croft.domain.snapshot import Poll
+from croft.domain.collector.kernel import GpuHolders, GpuIoctls, KernelSample
+from croft.domain.collector.rows import CollectorState, rows
+from croft.domain.collector.selection import parse_watch, watched
+from croft.domain.collector.snapshot import Poll
+from croft.domain.dataset.codec import decode_row, encode_row
 from tests.unit.snapshot_builders import HOST, WATCHED, cgroup, config, poll, proc
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from croft.domain.container import container_id, display_path, membership_container_id
-from croft.domain.snapshot import CgroupMembership
+from croft.domain.collector.container import container_id, display_path, membership_container_id
+from croft.domain.collector.snapshot import CgroupMembership
 
 ID = "33813f5d7a8d2b1e9c0f4a6b5d3e2f1a0b9c8d7e6f5a4b3c2d1e0f9a8b7c6d5e"
 POD = "4f1c9a2e-7b3d-4e8a-9c6f-0d2b5a7e1c3f"

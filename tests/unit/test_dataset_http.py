@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from croft.domain.dataset_http import (
+from croft.domain.dataset.http import (
     BadIndex,
     ByteRange,
     Index,
@@ -19,7 +19,7 @@ from croft.domain.dataset_http import (
     make_index,
     parse_range,
 )
-from croft.domain.rotation import Naming
+from croft.domain.dataset.rotation import Naming
 
 NAMING = Naming.for_live("croft-dataset.jsonl")
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from croft.adapters.dataset_writer import DatasetWriter
-from croft.domain.rotation import Limits, Naming, SegmentName, parse_stamp
+from croft.adapters.dataset.writer import DatasetWriter
+from croft.domain.dataset.rotation import Limits, Naming, SegmentName, parse_stamp
 from croft.errors import UserError
 from tests.dataset_files import LIVE, dataset_files, file_lines, poll_lines, read_rows
 
@@ -227,8 +227,8 @@ def test_a_directory_another_user_cannot_write_is_a_user_error() -> None:
     # since this interpreter lives under /root.
     code = (
         "import os, sys; from pathlib import Path\n"
-        "from croft.adapters.dataset_writer import DatasetWriter\n"
-        "from croft.domain.rotation import Limits\n"
+        "from croft.adapters.dataset.writer import DatasetWriter\n"
+        "from croft.domain.dataset.rotation import Limits\n"
         "from croft.errors import UserError\n"
         "os.setgid(65534); os.setuid(65534)\n"
         "try:\n    DatasetWriter(Path(sys.argv[1]), Limits(), background=False)\n"

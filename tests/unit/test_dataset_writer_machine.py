@@ -15,8 +15,8 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from croft.adapters.dataset_writer import DatasetWriter
-from croft.domain.rotation import Limits, Naming, SegmentName
+from croft.adapters.dataset.writer import DatasetWriter
+from croft.domain.dataset.rotation import Limits, Naming, SegmentName
 from tests.dataset_files import LIVE, dataset_files, poll_lines, read_rows
 
 NAMING = Naming.for_live(LIVE)

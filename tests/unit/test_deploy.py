@@ -17,7 +17,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from croft.domain.deployment import CAPABILITIES, DeployOptions, docker_run_argv, manifests
+from croft.domain.deploy.manifests import CAPABILITIES, DeployOptions, docker_run_argv, manifests
 
 REPO = Path(__file__).resolve().parents[2]
 CROFT = str(Path(sys.executable).parent / "croft")

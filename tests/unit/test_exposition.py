@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from croft.domain.exposition import BadExposition, Sample, parse_exposition, render_exposition
+from croft.domain.metrics.exposition import BadExposition, Sample, parse_exposition, render_exposition
 
 TEXT = r"""# HELP croft_container_syscall_rate Syscalls per second.
 # TYPE croft_container_syscall_rate gauge

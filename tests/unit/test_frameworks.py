@@ -7,9 +7,9 @@ from importlib import resources
 
 import pytest
 
-from croft.domain.frameworks import Catalog, CatalogError, Matcher, parse_catalog
+from croft.domain.collector.frameworks import Catalog, CatalogError, Matcher, parse_catalog
 
-BUILTIN = parse_catalog(resources.files("croft.domain").joinpath("frameworks.toml").read_text())
+BUILTIN = parse_catalog(resources.files("croft.domain.collector").joinpath("frameworks.toml").read_text())
 REQUIRED = {
     "pytorch", "tensorflow", "jax", "vllm", "sglang", "tensorrt-llm", "triton-server", "ollama",
     "llama.cpp", "tgi", "ray",

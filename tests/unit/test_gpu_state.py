@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from croft.domain.gpu import GpuState, step
-from croft.domain.kernel import GpuIoctls
+from croft.domain.collector.gpu import GpuState, step
+from croft.domain.collector.kernel import GpuIoctls
 
 MS = 1_000_000
 

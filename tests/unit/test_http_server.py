@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from croft.adapters.http_server import HttpServer, Request, Response, parse_address
+from croft.adapters.http.server import HttpServer, Request, Response, parse_address
 from croft.errors import UserError
 
 

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from croft.domain.kube_objects import deployment_view, label_selector, parse_cpu_quantity, pod_view
-from croft.domain.scale_record import NotARecord, RecordedPoll, decode_poll, encode_poll
-from croft.domain.scaling import DeploymentView
+from croft.domain.scaling.decision import DeploymentView
+from croft.domain.scaling.kube import deployment_view, label_selector, parse_cpu_quantity, pod_view
+from croft.domain.scaling.record import NotARecord, RecordedPoll, decode_poll, encode_poll
 from tests.unit.scale_helpers import cid, steady_poll, with_gap
 
 

@@ -9,13 +9,13 @@ import attrs
 from hypothesis import given
 from hypothesis import strategies as st
 
-from croft.domain import metrics_names as names
-from croft.domain.container import display_path, membership_container_id
-from croft.domain.exposition import Sample
-from croft.domain.kernel import KernelSample
-from croft.domain.metric_series import Health, MetricsMemory, series, top_syscalls
-from croft.domain.row import CgroupUsage, Process, Row, SyscallRate, Usage
-from croft.domain.snapshot import CgroupMembership, Poll
+from croft.domain.collector.container import display_path, membership_container_id
+from croft.domain.collector.kernel import KernelSample
+from croft.domain.collector.snapshot import CgroupMembership, Poll
+from croft.domain.dataset.row import CgroupUsage, Process, Row, SyscallRate, Usage
+from croft.domain.metrics import names as names
+from croft.domain.metrics.exposition import Sample
+from croft.domain.metrics.series import Health, MetricsMemory, series, top_syscalls
 from tests.unit.snapshot_builders import HOST, WATCHED, poll, proc
 
 OTHER_POD = CgroupMembership(unified="/kubepods/besteffort/pod99/" + "cd" * 32)

@@ -9,11 +9,11 @@ import attrs
 from hypothesis import given
 from hypothesis import strategies as st
 
-from croft.adapters.metrics_export import SnapshotCollector, exposition_body, metrics_registry
-from croft.domain import metrics_names as names
-from croft.domain.exposition import Sample, parse_exposition
-from croft.domain.metric_series import Health, MetricsMemory, label_text, series
-from croft.domain.row import Process
+from croft.adapters.http.metrics import SnapshotCollector, exposition_body, metrics_registry
+from croft.domain.dataset.row import Process
+from croft.domain.metrics import names as names
+from croft.domain.metrics.exposition import Sample, parse_exposition
+from croft.domain.metrics.series import Health, MetricsMemory, label_text, series
 from tests.unit.snapshot_builders import WATCHED, poll, proc
 from tests.unit.test_metric_series import HEALTH, row
 

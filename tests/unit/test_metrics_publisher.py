@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from croft.adapters.dataset_writer import WriterCounters
-from croft.adapters.metrics_export import SnapshotCollector, exposition_body, metrics_registry
+from croft.adapters.dataset.writer import WriterCounters
+from croft.adapters.http.metrics import SnapshotCollector, exposition_body, metrics_registry
 from croft.app.metrics_publisher import MetricsPublisher
-from croft.domain import metrics_names as names
-from croft.domain.exposition import parse_exposition
+from croft.domain.metrics import names as names
+from croft.domain.metrics.exposition import parse_exposition
 from tests.unit.snapshot_builders import WATCHED, poll, proc
 from tests.unit.test_metric_series import row
 

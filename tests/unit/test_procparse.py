@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from croft.domain.kernel import GpuIoctls, KernelSample
-from croft.domain.procparse import (
+from croft.domain.collector.kernel import GpuIoctls, KernelSample
+from croft.domain.collector.procparse import (
     Unparsable,
     parse_cgroup_membership,
     parse_io,
@@ -17,7 +17,7 @@ from croft.domain.procparse import (
     parse_stat,
     parse_status_ctxt,
 )
-from croft.domain.trace_codec import TraceError, check_header, header, poll_from_json, poll_to_json
+from croft.domain.collector.trace import TraceError, check_header, header, poll_from_json, poll_to_json
 from tests.unit.snapshot_builders import poll, proc
 
 STAT = (

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from croft.domain import codec
-from croft.domain.container_profile import (
+from croft.domain.dataset import codec
+from croft.domain.dataset.profile import (
     ContainerTrack,
     ProfileAccumulator,
     Spread,
@@ -16,8 +16,8 @@ from croft.domain.container_profile import (
     prefix_error,
     profile_of,
 )
-from croft.domain.row import Row
-from croft.domain.row_views import PROFILE_DECODER
+from croft.domain.dataset.row import Row
+from croft.domain.dataset.views import PROFILE_DECODER
 from tests.dataset_files import make_row
 from tests.spec_keys import PROFILE_KEYS
 

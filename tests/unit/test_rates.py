@@ -8,7 +8,7 @@ import attrs
 from hypothesis import given
 from hypothesis import strategies as st
 
-from croft.domain.rates import CgroupRates, ProcessRates, delta
+from croft.domain.collector.rates import CgroupRates, ProcessRates, delta
 from tests.unit.snapshot_builders import cgroup, proc
 
 counters = st.integers(min_value=0, max_value=2**63)

@@ -10,7 +10,7 @@ import zstandard
 from hypothesis import given
 from hypothesis import strategies as st
 
-from croft.adapters.dataset_files import Damaged, DatasetFile, Lines, Part, Torn, find_files, read_part, split
+from croft.adapters.dataset.files import Damaged, DatasetFile, Lines, Part, Torn, find_files, read_part, split
 from croft.errors import UserError
 
 SEG1 = "croft-dataset-20261020T130000Z.jsonl.zst"
@@ -225,7 +225,7 @@ FRAMES, FRAME_ENDS = frames()
 def test_a_zstd_file_cut_anywhere_but_between_frames_is_truncated(cut: int) -> None:
     import io
 
-    from croft.adapters.zstd_frames import ends_on_a_frame
+    from croft.adapters.dataset.zstd_frames import ends_on_a_frame
 
     assert ends_on_a_frame(io.BytesIO(FRAMES[:cut])) == (cut in FRAME_ENDS)
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from croft.domain.rotation import (
+from croft.domain.dataset.rotation import (
     MS_PER_DAY,
     FileFact,
     Limits,

@@ -14,10 +14,10 @@ from typing import Any
 import httpx
 import pytest
 
-from croft.adapters.kube import KubeClient, KubeDenied, KubeUnreachable
+from croft.adapters.kube.scale_api import KubeClient, KubeDenied, KubeUnreachable
 from croft.app.scale_loop import ScaleLoop, Target
-from croft.domain.scale_record import decode_poll, replay
-from croft.domain.scaling import ScaleConfig
+from croft.domain.scaling.decision import ScaleConfig
+from croft.domain.scaling.record import decode_poll, replay
 from croft.errors import UserError
 from tests.unit.scale_helpers import CALLS_PER_REQUEST, cid, collector_body
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from croft.domain.scaling import (
+from croft.domain.scaling.decision import (
     Decision,
     DeploymentView,
     Observations,

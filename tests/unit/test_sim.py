@@ -1,5 +1,5 @@
 """croft.sim's laws: replicas within [1, max], every request accounted for once, latency that grows
-with the backlog, determinism per seed; and the croft arm decides through croft.domain.scaling."""
+with the backlog, determinism per seed; and the croft arm decides through croft.domain.scaling.decision."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from croft.runs.load import send_times
 from croft.sim import ARMS, SimApp, SimOptions, simulate
-from croft.sim.load import send_times
 
 APP = SimApp("webapp", "croft-exp", "webapp", cpu_limit_cores=1.0, cpu_per_request_ms=50, calls_per_request=2)
 

@@ -13,16 +13,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from croft.domain import codec
-from croft.domain.row import Row
-from croft.domain.row_views import (
+from croft.domain.dataset import codec
+from croft.domain.dataset.row import Row
+from croft.domain.dataset.skips import NOT_A_ROW, NOT_JSON, TORN, SkipTally
+from croft.domain.dataset.summary import BUSIEST_SYSCALLS, FileFacts, Stats, StatsAccumulator
+from croft.domain.dataset.views import (
     PROFILE_DECODER,
     STATS_DECODER,
     STATS_SYSCALLS_DECODER,
     StatsSyscallsView,
 )
-from croft.domain.skips import NOT_A_ROW, NOT_JSON, TORN, SkipTally
-from croft.domain.summary import BUSIEST_SYSCALLS, FileFacts, Stats, StatsAccumulator
 from tests import strategies as s
 from tests.spec_keys import STATS_KEYS
 
@@ -241,7 +241,7 @@ def test_skip_reports_name_each_damaged_file_and_count_lines_by_kind() -> None:
 def test_the_views_admit_exactly_the_workloads_of_the_row_model() -> None:
     import typing
 
-    from croft.domain.row import WORKLOADS
-    from croft.domain.row_views import WorkloadView
+    from croft.domain.dataset.row import WORKLOADS
+    from croft.domain.dataset.views import WorkloadView
 
     assert typing.get_args(WorkloadView) == WORKLOADS

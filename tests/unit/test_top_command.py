@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from croft.domain.codec import encode_row
+from croft.domain.dataset.codec import encode_row
 from tests.unit.top_rows import T0_MS, encode, poll, top_row
 
 LIVE = "croft-dataset.jsonl"

@@ -6,7 +6,7 @@ import attrs
 from hypothesis import given
 from hypothesis import strategies as st
 
-from croft.domain.row import Row, SyscallRate
+from croft.domain.dataset.row import Row, SyscallRate
 from croft.domain.top import (
     COLUMNS,
     NodePoll,

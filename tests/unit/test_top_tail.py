@@ -12,7 +12,7 @@ import zstandard
 from hypothesis import given
 from hypothesis import strategies as st
 
-from croft.adapters.tail import (
+from croft.adapters.dataset.tail import (
     LIVE_NAME,
     NoDataset,
     PollTail,
@@ -22,8 +22,8 @@ from croft.adapters.tail import (
     tail_open,
     tail_zstd,
 )
-from croft.domain.codec import encode_row
-from croft.domain.row import Row
+from croft.domain.dataset.codec import encode_row
+from croft.domain.dataset.row import Row
 from tests.unit.top_rows import T0_MS, encode, poll, top_row
 
 
@@ -138,7 +138,7 @@ def noisy(rows: list[Row]) -> list[Row]:
 
 def naive_newest(data: bytes) -> list[int]:
     """What reading the whole file forwards would give: the rows of the last unix_ms seen."""
-    from croft.domain.codec import decode_row
+    from croft.domain.dataset.codec import decode_row
 
     complete = data[: data.rfind(b"\n") + 1].splitlines()
     found = [decode_row(line) for line in complete]

@@ -5,9 +5,9 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from croft.domain.dataset_http import Index, IndexEntry, is_safe_name
-from croft.domain.rotation import Naming
-from croft.domain.transfer import (
+from croft.domain.dataset.http import Index, IndexEntry, is_safe_name
+from croft.domain.dataset.rotation import Naming
+from croft.domain.dataset.transfer import (
     OVERLAP_BYTES,
     Fetch,
     LocalFile,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from croft.domain.codec import encode_row
-from croft.domain.row import CgroupUsage, Process, Row, SyscallRate, Usage, Workload
+from croft.domain.dataset.codec import encode_row
+from croft.domain.dataset.row import CgroupUsage, Process, Row, SyscallRate, Usage, Workload
 
 T0_MS = 1_792_505_950_473  # 2026-10-20 14:19:10.473 UTC, the example row's time
 

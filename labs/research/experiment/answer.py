@@ -16,8 +16,8 @@ from pathlib import Path
 import apps
 import profiles
 import scoring
+from croft.runs.rundir import read_records, read_timeline, read_workload
 from croft.sim import SimOptions, simulate, write_run
-from croft.sim.rundir import read_records, read_timeline, read_workload
 
 ARM_OF_SCALER = {"none": "hpa", "croft": "croft", "fixed": "fixed"}
 CASES = (("webapp", 0.5), ("hotel-reservation", 2.0))

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from apps import App
-from croft.sim.rundir import PodLife, ReplicaSetChange, Rescale, Timeline
+from croft.runs.rundir import PodLife, ReplicaSetChange, Rescale, Timeline
 
 POLL_S = 1.0
 PROBES = {

@@ -1,10 +1,10 @@
 """The open-loop load generator (asyncio + httpx): requests leave on the profile's schedule whatever
 the answers, so a slow server gets a growing backlog, not fewer requests.
 
-Each request is a task started at its scheduled time (croft.sim.load.send_times); its latency is
+Each request is a task started at its scheduled time (croft.runs.load.send_times); its latency is
 measured from the scheduled time, so a client that fell behind shows as latency too. A request
 without an answer after `timeout_s` is a timeout; an error status or a failed connection is a
-failure. Rows per second (croft.sim.load.second_stats) go to workload.csv.
+failure. Rows per second (croft.runs.load.second_stats) go to workload.csv.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from pathlib import Path
 import attrs
 import httpx
 
-from croft.sim.load import Outcome, RequestOutcome, SecondStats, second_stats, send_times
-from croft.sim.rundir import write_workload
+from croft.runs.load import Outcome, RequestOutcome, SecondStats, second_stats, send_times
+from croft.runs.rundir import write_workload
 from profiles import Profile
 
 PROGRESS_EVERY_S = 30

@@ -12,7 +12,7 @@ Per burst run (times in seconds from the burst's onset, from runs.jsonl):
 | failures | requests that failed or timed out over the window |
 | replica_seconds | the integral of spec.replicas over the window |
 
-The same function scores real and simulated run directories (croft.sim.rundir's format).
+The same function scores real and simulated run directories (croft.runs.rundir's format).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from pathlib import Path
 
 import attrs
 
-from croft.sim.load import SecondStats
-from croft.sim.rundir import BadRunDir, RunRecord, Timeline, read_records, read_timeline, read_workload
+from croft.runs.load import SecondStats
+from croft.runs.rundir import BadRunDir, RunRecord, Timeline, read_records, read_timeline, read_workload
 
 SLO_P95_MS = 500.0
 SCORES = (

@@ -21,7 +21,7 @@ import loadgen
 import locust_mode
 import prom
 from apps import App
-from croft.sim.rundir import RunRecord, append_record, write_prometheus, write_timeline
+from croft.runs.rundir import RunRecord, append_record, write_prometheus, write_timeline
 from profiles import Profile
 
 AUTOSCALERS = {"none": "hpa", "croft": "croft"}

@@ -10,24 +10,24 @@ from pathlib import Path
 
 import attrs
 
-from croft.adapters.cgroupfs import CgroupFS
-from croft.adapters.cgroupns import find_namespace_root
-from croft.adapters.clock import SystemClock
-from croft.adapters.dataset_writer import DatasetWriter
-from croft.adapters.http_server import HttpServer, Response
-from croft.adapters.metrics_export import CONTENT_TYPE, SnapshotCollector, exposition_body, metrics_registry
-from croft.adapters.poller import LiveSource, UnavailableGpu
-from croft.adapters.procfs import ProcFS
-from croft.adapters.trace import TraceRecorder, read_trace, recorded_watch, trace_files
+from croft.adapters.dataset.writer import DatasetWriter
+from croft.adapters.host.cgroupfs import CgroupFS
+from croft.adapters.host.cgroupns import find_namespace_root
+from croft.adapters.host.clock import SystemClock
+from croft.adapters.host.poller import LiveSource, UnavailableGpu
+from croft.adapters.host.procfs import ProcFS
+from croft.adapters.host.trace import TraceRecorder, read_trace, recorded_watch, trace_files
+from croft.adapters.http.metrics import CONTENT_TYPE, SnapshotCollector, exposition_body, metrics_registry
+from croft.adapters.http.server import HttpServer, Response
 from croft.app.collector import Pipeline, PollObserver
 from croft.app.metrics_publisher import MetricsPublisher
-from croft.domain.collect import CollectorConfig
-from croft.domain.frameworks import Catalog, CatalogError, Matcher, parse_catalog
-from croft.domain.kernel import GpuHolderSource, KernelSource
-from croft.domain.rotation import Limits
-from croft.domain.selection import parse_watch
-from croft.domain.snapshot import Poll
-from croft.domain.trace_codec import TraceError
+from croft.domain.collector.frameworks import Catalog, CatalogError, Matcher, parse_catalog
+from croft.domain.collector.kernel import GpuHolderSource, KernelSource
+from croft.domain.collector.rows import CollectorConfig
+from croft.domain.collector.selection import parse_watch
+from croft.domain.collector.snapshot import Poll
+from croft.domain.collector.trace import TraceError
+from croft.domain.dataset.rotation import Limits
 from croft.errors import UserError
 
 log = logging.getLogger("croft.run")
@@ -52,7 +52,7 @@ class Settings:
 def load_catalog(user_file: Path | None) -> Catalog:
     """The built-in catalog, replaced or extended by `user_file`. A bad file is a `UserError`
     naming its line."""
-    builtin = parse_catalog(resources.files("croft.domain").joinpath("frameworks.toml").read_text())
+    builtin = parse_catalog(resources.files("croft.domain.collector").joinpath("frameworks.toml").read_text())
     if user_file is None:
         return builtin
     try:
@@ -98,7 +98,7 @@ def build_http_server(address: str, dataset: Path | None = None) -> tuple[HttpSe
     with `dataset` (the live file), the read-only dataset endpoint /dataset of its directory."""
     server = HttpServer.bind(address)
     if dataset is not None:
-        from croft.adapters.dataset_endpoint import DatasetEndpoint
+        from croft.adapters.dataset.endpoint import DatasetEndpoint
 
         DatasetEndpoint(dataset).register(server)
     metrics = SnapshotCollector()
@@ -111,14 +111,14 @@ def build_http_server(address: str, dataset: Path | None = None) -> tuple[HttpSe
 def _kernel_source(verbose: bool) -> KernelSource:
     """croft's eBPF programs. Failing to load them (no BCC, no headers, not root, a verifier
     rejection) is a `UserError` naming the cause and the fix: croft run exits 1."""
-    from croft.adapters.bcc_source import BccKernelSource
+    from croft.adapters.host.bcc_source import BccKernelSource
 
     return BccKernelSource(verbose=verbose)
 
 
 def _gpu_source() -> GpuHolderSource:
     try:
-        from croft.adapters.nvml import NvmlGpuHolders  # type: ignore[import-not-found,unused-ignore]
+        from croft.adapters.host.nvml import NvmlGpuHolders  # type: ignore[import-not-found,unused-ignore]
 
         source: GpuHolderSource = NvmlGpuHolders()
     except Exception as exc:

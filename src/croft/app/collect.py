@@ -13,7 +13,7 @@ from cyclopts import Parameter
 from croft.errors import UserError
 
 if TYPE_CHECKING:
-    from croft.adapters.dataset_fetch import HttpDatasetSource
+    from croft.adapters.dataset.fetch import HttpDatasetSource
 
 DEFAULT_SELECTOR = "app.kubernetes.io/name=croft-collector"
 DEFAULT_PORT = 9464
@@ -63,8 +63,8 @@ def _targets(
 ) -> Iterator[Targets]:
     import httpx
 
-    from croft.adapters.dataset_fetch import HttpDatasetSource
-    from croft.domain.dataset_http import is_safe_name
+    from croft.adapters.dataset.fetch import HttpDatasetSource
+    from croft.domain.dataset.http import is_safe_name
 
     if urls:
         targets: Targets = []
@@ -86,8 +86,8 @@ def _targets(
         yield sorted(targets, key=lambda t: t[0])
         return
 
-    from croft.adapters.kube_cluster import Kube, KubeCallError, load_configuration
-    from croft.domain.cluster_views import collector_targets
+    from croft.adapters.kube.cluster import Kube, KubeCallError, load_configuration
+    from croft.domain.deploy.cluster import collector_targets
 
     kube = Kube(load_configuration(kubeconfig))
     try:
@@ -116,8 +116,8 @@ def _targets(
 
 def copy_all(targets: Targets, out: Path) -> int:
     """Copy every node's dataset into `out/<node>/`, a line per node; 1 when any node failed."""
-    from croft.adapters.dataset_fetch import FetchError
-    from croft.adapters.node_copy import NodeCopy, RefusedNode
+    from croft.adapters.dataset.fetch import FetchError
+    from croft.adapters.dataset.node_copy import NodeCopy, RefusedNode
 
     failed = 0
     moved = written = 0

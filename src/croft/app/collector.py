@@ -13,11 +13,11 @@ from collections.abc import Iterable
 from types import FrameType
 from typing import Protocol
 
-from croft.adapters.clock import next_deadline
-from croft.domain import collect
-from croft.domain.codec import encode_row
-from croft.domain.row import Row
-from croft.domain.snapshot import Instant, Poll
+from croft.domain.collector import rows as collect
+from croft.domain.collector.snapshot import Instant, Poll
+from croft.domain.dataset.codec import encode_row
+from croft.domain.dataset.row import Row
+from croft.domain.schedule import next_deadline
 
 log = logging.getLogger("croft.run")
 

@@ -11,8 +11,8 @@ from cyclopts import App, Parameter
 from croft.errors import UserError
 
 if TYPE_CHECKING:
-    from croft.adapters.kube_cluster import Kube
-    from croft.domain.deployment import DeployOptions
+    from croft.adapters.kube.cluster import Kube
+    from croft.domain.deploy.manifests import DeployOptions
 
 deploy_app = App(name="deploy", help="start the collector on Docker or Kubernetes")
 
@@ -37,7 +37,7 @@ def docker(
     """Run the collector in a Docker container on this host."""
     import shlex
 
-    from croft.domain.deployment import DeployOptions, docker_run_argv, image_problem
+    from croft.domain.deploy.manifests import DeployOptions, docker_run_argv, image_problem
 
     if problem := image_problem(image):
         raise UserError(problem)
@@ -45,7 +45,7 @@ def docker(
     if dry_run:
         print(shlex.join(argv))
         return 0
-    from croft.adapters.docker_engine import run_docker
+    from croft.adapters.kube.docker import run_docker
 
     container = run_docker(argv)
     print(f"started the collector in container {container[:12] or '?'}; its dataset is in /var/lib/croft")
@@ -66,7 +66,7 @@ def kubernetes(
     kernel_before_5_8: OldKernel = False,
 ) -> int:
     """Apply the collector's DaemonSet and its companions to the cluster."""
-    from croft.domain.deployment import DeployOptions, image_problem, manifest_header, manifests
+    from croft.domain.deploy.manifests import DeployOptions, image_problem, manifest_header, manifests
 
     if problem := image_problem(image):
         raise UserError(problem)
@@ -79,7 +79,7 @@ def kubernetes(
         return 0
     if timeout <= 0:
         raise UserError(f"--timeout must be a positive number of seconds, got {timeout}")
-    from croft.adapters.kube_cluster import Kube, load_configuration
+    from croft.adapters.kube.cluster import Kube, load_configuration
 
     kube = Kube(load_configuration(kubeconfig))
     try:
@@ -99,8 +99,8 @@ def render_manifests(docs: tuple[dict[str, Any], ...], header: str) -> str:
 def apply_all(kube: Kube, docs: tuple[dict[str, Any], ...]) -> dict[str, str]:
     """Server-side apply each object in order, saying what each apply did (created, configured or
     unchanged); that verb by kind."""
-    from croft.adapters.kube_cluster import KubeCallError
-    from croft.domain.cluster_views import changed, describe, object_path
+    from croft.adapters.kube.cluster import KubeCallError
+    from croft.domain.deploy.cluster import changed, describe, object_path
 
     verbs: dict[str, str] = {}
     for doc in docs:
@@ -137,9 +137,9 @@ def wait_for_rollout(kube: Kube, options: DeployOptions, timeout_s: float, verb:
     it should run on; a `UserError` saying why not after `timeout_s`."""
     import time
 
-    from croft.adapters.kube_cluster import KubeCallError
-    from croft.domain.cluster_views import rollout, why_not
-    from croft.domain.deployment import APP_LABEL
+    from croft.adapters.kube.cluster import KubeCallError
+    from croft.domain.deploy.cluster import rollout, why_not
+    from croft.domain.deploy.manifests import APP_LABEL
 
     path = f"/apis/apps/v1/namespaces/{options.namespace}/daemonsets/{APP_LABEL}"
     progress = _Progress()

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from croft.adapters.dataset_writer import WriterCounters
-from croft.adapters.metrics_export import SnapshotCollector
-from croft.domain.metric_series import Health, MetricsMemory, series
-from croft.domain.row import Row
-from croft.domain.snapshot import Poll
+from croft.adapters.dataset.writer import WriterCounters
+from croft.adapters.http.metrics import SnapshotCollector
+from croft.domain.collector.snapshot import Poll
+from croft.domain.dataset.row import Row
+from croft.domain.metrics.series import Health, MetricsMemory, series
 
 NS_PER_S = 1_000_000_000
 

@@ -24,9 +24,9 @@ def profile(
     and mean, p95 and max of CPU cores, memory, throttling and CPU pressure over the window."""
     import orjson
 
-    from croft.adapters.dataset_scan import read_profile
+    from croft.adapters.dataset.scan import read_profile
     from croft.app.stats import report_skips
-    from croft.domain.container_profile import prefix_error, profile_of
+    from croft.domain.dataset.profile import prefix_error, profile_of
 
     problem = prefix_error(container_id)
     if problem:

@@ -70,13 +70,13 @@ def run(
     import logging
     import os
 
-    from croft.adapters.clock import SystemClock
+    from croft.adapters.host.clock import SystemClock
     from croft.app import bootstrap, collector
 
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO, format="croft: %(message)s", force=True
     )
-    from croft.domain.rotation import Limits, limit_errors
+    from croft.domain.dataset.rotation import Limits, limit_errors
 
     limits = Limits(rotate_secs, rotate_bytes, retain_days, retain_bytes)
     if errors := limit_errors(limits):

@@ -12,7 +12,7 @@ from cyclopts import Parameter
 from croft.errors import UserError
 
 if TYPE_CHECKING:
-    from croft.domain.scaling import ScaleConfig
+    from croft.domain.scaling.decision import ScaleConfig
 
 DEFAULT_COLLECTOR_SELECTOR = "app.kubernetes.io/name=croft-collector"
 DEFAULT_COLLECTOR_PORT = 9464
@@ -51,7 +51,7 @@ def scale(
 ) -> int:
     """Every poll, read the collectors' /metrics, turn the syscall rate of the Deployment's pods into a
     request rate, and ask for rate x CPU per request / (CPU limit x target) replicas, rounded up."""
-    from croft.domain.scaling import ScaleConfig, config_problem
+    from croft.domain.scaling.decision import ScaleConfig, config_problem
 
     config = ScaleConfig(
         syscall=syscall,
@@ -83,8 +83,8 @@ def _print(line: str) -> None:
 
 
 def _replay(path: Path, config: ScaleConfig) -> int:
-    from croft.domain.scale_record import NotARecord, RecordedPoll, decode_poll, replay
-    from croft.domain.scaling import log_line
+    from croft.domain.scaling.decision import log_line
+    from croft.domain.scaling.record import NotARecord, RecordedPoll, decode_poll, replay
 
     try:
         text = path.read_text(encoding="utf-8")
@@ -108,10 +108,10 @@ def _replay(path: Path, config: ScaleConfig) -> int:
 
 
 class _WallClock:
-    """Wall time for the log and the record; sleeps on the monotonic clock (croft.adapters.clock)."""
+    """Wall time for the log and the record; sleeps on the monotonic clock (croft.adapters.host.clock)."""
 
     def __init__(self) -> None:
-        from croft.adapters.clock import SystemClock
+        from croft.adapters.host.clock import SystemClock
 
         self.system = SystemClock()
 
@@ -135,7 +135,7 @@ def _live(
     record: Path | None,
     polls: int,
 ) -> int:
-    from croft.adapters.kube import KubeClient, KubeDenied, KubeError, KubeNotFound, KubeUnreachable
+    from croft.adapters.kube.scale_api import KubeClient, KubeDenied, KubeError, KubeNotFound, KubeUnreachable
     from croft.app.scale_loop import ScaleLoop, Target
 
     clock = _WallClock()

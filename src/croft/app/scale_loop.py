@@ -1,7 +1,7 @@
 """The imperative shell of croft scale: gather a poll's observations, decide, carry the decision out.
 
-The decision itself is `croft.domain.scaling.desired_replicas`; this module only talks to the ports
-below, so the same loop runs against the real API (croft.adapters.kube) and against test fakes.
+The decision itself is `croft.domain.scaling.decision.desired_replicas`; this module only talks to the ports
+below, so the same loop runs against the real API (croft.adapters.kube.scale_api) and against test fakes.
 """
 
 from __future__ import annotations
@@ -13,9 +13,7 @@ from typing import Any, Protocol, TextIO
 
 import attrs
 
-from croft.domain.kube_objects import deployment_view, label_selector, pod_view
-from croft.domain.scale_record import RecordedPoll, encode_poll
-from croft.domain.scaling import (
+from croft.domain.scaling.decision import (
     CollectorScrape,
     Decision,
     DeploymentView,
@@ -25,6 +23,8 @@ from croft.domain.scaling import (
     desired_replicas,
     log_line,
 )
+from croft.domain.scaling.kube import deployment_view, label_selector, pod_view
+from croft.domain.scaling.record import RecordedPoll, encode_poll
 from croft.errors import UserError
 
 

@@ -12,7 +12,7 @@ from croft.app.options import DEFAULT_DATASET
 from croft.errors import UserError
 
 if TYPE_CHECKING:
-    from croft.domain.summary import Stats
+    from croft.domain.dataset.summary import Stats
 
 
 def stats(
@@ -29,7 +29,7 @@ def stats(
 ) -> int:
     """Summarize a dataset: files, rows, time span, polls, nodes, containers, processes, workloads,
     frameworks and the busiest syscalls. Reads plain files and zstd segments."""
-    from croft.adapters.dataset_scan import read_stats
+    from croft.adapters.dataset.scan import read_stats
 
     facts, total = read_stats(path, syscalls=not json)
     report_skips(total.skips.report())

@@ -14,8 +14,8 @@ from croft.errors import UserError
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
 
-    from croft.adapters.clock import SystemClock
-    from croft.adapters.tail import TopSnapshot
+    from croft.adapters.dataset.tail import TopSnapshot
+    from croft.adapters.host.clock import SystemClock
     from croft.domain.top import TopTable
 
 WAITING = "waiting for the first poll"
@@ -38,7 +38,7 @@ def top(
 
     from rich.console import Console
 
-    from croft.adapters.clock import SystemClock
+    from croft.adapters.host.clock import SystemClock
 
     screen = sys.stdout.isatty()
     console = Console(highlight=False) if screen else Console(width=1000, color_system=None, highlight=False)
@@ -61,7 +61,7 @@ def top(
 
 
 def _read(path: Path, node: str) -> TopSnapshot:
-    from croft.adapters.tail import NoDataset, read_newest
+    from croft.adapters.dataset.tail import NoDataset, read_newest
 
     try:
         return read_newest(path, node)
@@ -173,7 +173,7 @@ def _live(
     """A full-screen table refreshed every `interval` seconds until q or Ctrl-C."""
     from rich.live import Live
 
-    from croft.adapters.keys import Keys
+    from croft.adapters.terminal import Keys
 
     def view(current: TopSnapshot | str) -> RenderableType:
         rows_fit = max(console.size.height - 4 - (0 if isinstance(current, str) else len(current.notes)), 1)

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 
 import attrs
 
-from croft.domain.rotation import utc_stamp
-from croft.domain.row import GPU_WORKLOADS, Row
+from croft.domain.dataset.rotation import utc_stamp
+from croft.domain.dataset.row import GPU_WORKLOADS, Row
 
 SHORT_ID_CHARS = 12
 BUSIEST_SYSCALLS = 3

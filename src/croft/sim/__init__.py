@@ -1,6 +1,6 @@
 """croft.sim: a discrete-time model of a Deployment under open-loop load, scaled by the Kubernetes
 HPA (a faithful model of its algorithm) or by croft scale (the real decision function of
-`croft.domain.scaling`), written in the run-directory format of real runs.
+`croft.domain.scaling.decision`), written in the run-directory format of real runs.
 
 Notebook use::
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from croft.sim import rundir
+from croft.runs import rundir
 from croft.sim.cluster import SimApp
 from croft.sim.engine import ARMS, Arm, OfferedLoad, SimOptions, SimResult, simulate
 from croft.sim.hpa import HpaConfig

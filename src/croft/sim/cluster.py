@@ -17,8 +17,8 @@ import random
 
 import attrs
 
-from croft.sim.load import Outcome, RequestOutcome
-from croft.sim.rundir import PodLife, Rescale
+from croft.runs.load import Outcome, RequestOutcome
+from croft.runs.rundir import PodLife, Rescale
 
 BIN_S = 0.1
 

@@ -4,7 +4,7 @@ arm reading its own metrics pipeline on its own schedule.
 - croft: `croft run` polls every 2 s (rates of `syscall` per container over the last poll; a
   container gets a series from its second poll on, as a first sighting has no rate yet); `croft
   scale` polls every 2 s on its own phase, reads the newest collector poll and calls the real
-  `croft.domain.scaling.desired_replicas` with what its live loop would observe.
+  `croft.domain.scaling.decision.desired_replicas` with what its live loop would observe.
 - hpa: metrics-server scrapes every `metric_resolution_s` (15 s) the mean CPU of each pod over the
   last interval (a pod needs two scrapes after its containers started); the HPA syncs every 15 s
   with `croft.sim.hpa.sync`.
@@ -24,9 +24,9 @@ from typing import Any, Literal, Protocol
 
 import attrs
 
-from croft.domain import metrics_names as names
-from croft.domain.exposition import Sample, render_exposition
-from croft.domain.scaling import (
+from croft.domain.metrics import names as names
+from croft.domain.metrics.exposition import Sample, render_exposition
+from croft.domain.scaling.decision import (
     CollectorScrape,
     DeploymentView,
     Observations,
@@ -36,10 +36,10 @@ from croft.domain.scaling import (
     desired_replicas,
     log_line,
 )
+from croft.runs.load import RequestOutcome, SecondStats, second_stats, send_times
+from croft.runs.rundir import RunRecord, Timeline
 from croft.sim.cluster import Cluster, SimApp
 from croft.sim.hpa import HpaConfig, HpaPod, HpaState, PodMetric, sync
-from croft.sim.load import RequestOutcome, SecondStats, second_stats, send_times
-from croft.sim.rundir import RunRecord, Timeline
 
 Arm = Literal["hpa", "croft", "fixed"]
 ARMS: tuple[Arm, ...] = ("hpa", "croft", "fixed")

@@ -1,0 +1,310 @@
+"""Carrying out one node's copy plan (`croft.domain.dataset.transfer`) in `<out>/<node>/`.
+
+A segment (and a first copy of the live file) is written to a hidden `.<name>.part`, fsynced, and
+renamed into place, the directory fsynced after; an interrupted copy leaves the part file, which the
+next collect continues with a Range request. The live copy is extended in place with whole lines
+only, so at every instant it is a prefix of the node's file that croft stats reads without a torn
+line. Each continuation first fetches again the last `OVERLAP_BYTES` it holds and compares them: a
+node whose live file was replaced (the collector restarted and rotated) is copied from the start.
+Landed files get the node's mtime, so an unchanged live file costs no request.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Protocol
+
+import attrs
+import orjson
+import zstandard
+
+from croft.adapters.dataset.fetch import FileGone, FileShrank
+from croft.domain.dataset.http import BadIndex, decode_index
+from croft.domain.dataset.rotation import Naming
+from croft.domain.dataset.transfer import (
+    Fetch,
+    LocalFile,
+    index_problem,
+    part_name,
+    plan_node,
+    saved_name,
+    segment_candidates,
+)
+
+log = logging.getLogger("croft.collect")
+
+_READ_BYTES = 1 << 20
+
+
+class Source(Protocol):
+    """A collector's dataset endpoint (see `croft.adapters.dataset.fetch.HttpDatasetSource`)."""
+
+    what: str
+    moved_bytes: int
+
+    def index(self) -> bytes: ...
+
+    def byte_range(
+        self, name: str, start: int, end: int
+    ) -> contextlib.AbstractContextManager[Iterator[bytes]]: ...
+
+
+class NotContinued(Exception):
+    """The node's file no longer begins with the local copy (or got shorter than it)."""
+
+
+class RefusedNode(Exception):
+    """The collector's index cannot be used at all; the message says why."""
+
+
+@attrs.define
+class NodeResult:
+    """What one node's copy did: files landed or extended, payload bytes written, notes for the user."""
+
+    files: int = 0
+    bytes_written: int = 0
+    unchanged: int = 0
+    refused: list[tuple[str, str]] = attrs.field(factory=list)
+    notes: list[str] = attrs.field(factory=list)
+
+
+def local_files(directory: Path) -> list[LocalFile]:
+    """The regular files directly in `directory` (symlinks and directories ignored)."""
+    found = []
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            if entry.is_file(follow_symlinks=False):
+                st = entry.stat(follow_symlinks=False)
+                found.append(LocalFile(entry.name, st.st_size, st.st_mtime_ns // 1_000_000))
+    return found
+
+
+def first_row_ms(path: Path) -> int | None:
+    """`unix_ms` of the first line of `path` (a plain JSON-lines file), or None."""
+    try:
+        with path.open("rb") as f:
+            value = orjson.loads(f.readline()).get("unix_ms")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if type(value) is int else None
+
+
+class NodeCopy:
+    """Copies one node's dataset from `source` into `directory` (created if needed, never through a
+    symlink). `on_plan(total)` is told the payload bytes the plan wants, `on_bytes(n)` each that
+    arrives (a progress bar)."""
+
+    def __init__(
+        self,
+        source: Source,
+        directory: Path,
+        on_bytes: Callable[[int], None] = lambda _: None,
+        on_plan: Callable[[int], None] = lambda _: None,
+    ) -> None:
+        self._source = source
+        self._dir = directory
+        self._on_bytes = on_bytes
+        self._on_plan = on_plan
+        self.result = NodeResult()
+
+    def run(self) -> NodeResult:
+        """Plan and copy; raises `RefusedNode`, or `FetchError` when the collector goes away (what
+        landed stays, part files are continued next time)."""
+        try:
+            index = decode_index(self._source.index())
+        except BadIndex as exc:
+            raise RefusedNode(str(exc)) from None
+        if (problem := index_problem(index)) is not None:
+            raise RefusedNode(f"refused its dataset index: {problem}")
+        if self._dir.is_symlink():
+            raise RefusedNode(f"{self._dir} is a symlink; croft collect writes only into real directories")
+        self._dir.mkdir(parents=True, exist_ok=True)
+        naming = index.naming
+        plan = plan_node(index, local_files(self._dir))
+        self.result.unchanged = len(plan.unchanged)
+        self.result.refused = list(plan.refused)
+        self._on_plan(sum(f.size_bytes - f.have_bytes for f in plan.fetches))
+        for stale in plan.stale_parts:
+            (self._dir / stale).unlink(missing_ok=True)
+        for fetch in plan.fetches:
+            try:
+                try:
+                    self._fetch(fetch, naming)
+                except NotContinued as exc:
+                    if not fetch.live:
+                        raise
+                    self.result.notes.append(f"{fetch.name} {exc}: copied again from the start")
+                    self._fetch(Fetch(fetch.name, fetch.size_bytes, fetch.mtime_ms, 0, live=True,
+                                      replaces=fetch.name, why=str(exc)), naming)  # fmt: skip
+            except FileGone:
+                self.result.notes.append(f"{fetch.name} left the node meanwhile; the next collect catches up")
+            except (FileShrank, NotContinued):
+                (self._dir / part_name(fetch.name)).unlink(missing_ok=True)
+                self.result.notes.append(
+                    f"{fetch.name} changed on the node meanwhile; the next collect copies it"
+                )
+        return self.result
+
+    # --- one file ---------------------------------------------------------------------------------
+
+    def _fetch(self, fetch: Fetch, naming: Naming) -> None:
+        if fetch.size_bytes == 0 and fetch.have_bytes == 0:
+            chunks: contextlib.AbstractContextManager[Iterator[bytes]] = contextlib.nullcontext(iter(()))
+        else:
+            start = fetch.have_bytes - fetch.overlap_bytes
+            chunks = self._source.byte_range(fetch.name, start, fetch.size_bytes - 1)
+        try:
+            if fetch.into_part:
+                self._into_part(fetch, chunks, naming)
+            else:
+                self._append(fetch, chunks)
+        except FileShrank as exc:
+            if fetch.have_bytes:
+                raise NotContinued("got shorter than the local copy") from exc
+            raise
+
+    def _into_part(
+        self, fetch: Fetch, chunks: contextlib.AbstractContextManager[Iterator[bytes]], naming: Naming
+    ) -> None:
+        part = self._dir / part_name(fetch.name)
+        fd = os.open(part, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        try:
+            os.ftruncate(fd, fetch.have_bytes)
+            with chunks as stream:
+                body = self._verified(stream, fetch, lambda k: os.pread(fd, k, fetch.have_bytes - k))
+                offset = fetch.have_bytes
+                for chunk in body:
+                    os.pwrite(fd, chunk, offset)
+                    offset += len(chunk)
+                    self._count(len(chunk))
+            if fetch.live:  # whole lines only: a poll being written when the index was read waits
+                os.ftruncate(fd, _whole_lines(fd, offset))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if fetch.replaces is not None:
+            self._set_aside(fetch.replaces, naming)
+        target = self._dir / fetch.name
+        part.replace(target)
+        os.utime(target, ns=(fetch.mtime_ms * 1_000_000, fetch.mtime_ms * 1_000_000), follow_symlinks=False)
+        if fetch.supersedes is not None:
+            (self._dir / fetch.supersedes).unlink(missing_ok=True)
+        _fsync_dir(self._dir)
+        self.result.files += 1
+
+    def _append(self, fetch: Fetch, chunks: contextlib.AbstractContextManager[Iterator[bytes]]) -> None:
+        target = self._dir / fetch.name
+        fd = os.open(target, os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            size = os.fstat(fd).st_size
+            if size != fetch.have_bytes:
+                raise NotContinued("changed locally while planned")
+            carry = b""
+            with chunks as stream:
+                for chunk in self._verified(stream, fetch, lambda k: os.pread(fd, k, size - k)):
+                    data = carry + chunk
+                    cut = data.rfind(b"\n") + 1
+                    if cut:
+                        os.write(fd, data[:cut])  # O_APPEND: whole lines, in order
+                        self._count(cut)
+                    carry = data[cut:]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.utime(target, ns=(fetch.mtime_ms * 1_000_000, fetch.mtime_ms * 1_000_000), follow_symlinks=False)
+        self.result.files += 1
+
+    def _verified(
+        self, stream: Iterator[bytes], fetch: Fetch, local_tail: Callable[[int], bytes]
+    ) -> Iterator[bytes]:
+        """The chunks after the overlap, once the overlap matched the local copy's last bytes."""
+        k = fetch.overlap_bytes
+        if not k:
+            yield from stream
+            return
+        head = b""
+        for chunk in stream:
+            if len(head) < k:
+                need = k - len(head)
+                head += chunk[:need]
+                chunk = chunk[need:]
+                if len(head) == k and head != local_tail(k):
+                    raise NotContinued("no longer continues the local copy")
+            if chunk:
+                yield chunk
+        if len(head) < k:
+            raise NotContinued("ended before the local copy's end")
+
+    def _count(self, n: int) -> None:
+        self.result.bytes_written += n
+        self._on_bytes(n)
+
+    # --- a replaced copy --------------------------------------------------------------------------
+
+    def _set_aside(self, name: str, naming: Naming) -> None:
+        """Before the copy `name` is replaced: drop it when a local segment begins with it (its rows
+        are there), else keep it under a saved name. Never drops rows held nowhere else."""
+        old = self._dir / name
+        if not old.exists():
+            return
+        first = first_row_ms(old)
+        others = [f.name for f in local_files(self._dir) if f.name != name]
+        if first is not None:
+            for candidate in segment_candidates(first, others, naming):
+                if _begins_with(self._dir / candidate, old):
+                    old.unlink()
+                    self.result.notes.append(f"the earlier copy of {name} is in {candidate}")
+                    return
+        stamp_ms = first if first is not None else old.stat().st_mtime_ns // 1_000_000
+        saved = saved_name(naming, stamp_ms, others)
+        old.replace(self._dir / saved)
+        self.result.notes.append(f"the earlier copy of {name}, in no segment here, is kept as {saved}")
+
+
+def _whole_lines(fd: int, size: int) -> int:
+    """The size of the longest prefix of the first `size` bytes of `fd` that ends with a newline."""
+    end = size
+    while end > 0:
+        start = max(end - _READ_BYTES, 0)
+        block = os.pread(fd, end - start, start)
+        cut = block.rfind(b"\n")
+        if cut >= 0:
+            return start + cut + 1
+        end = start
+    return 0
+
+
+def _begins_with(segment: Path, prefix_file: Path) -> bool:
+    """Whether the (plain or zstd) `segment`'s content begins with the whole of `prefix_file`."""
+    with contextlib.ExitStack() as stack:
+        raw = stack.enter_context(segment.open("rb"))
+        content: io.BufferedIOBase | zstandard.ZstdDecompressionReader = raw
+        if segment.name.endswith(".zst"):
+            content = stack.enter_context(zstandard.ZstdDecompressor().stream_reader(raw))
+        want = stack.enter_context(prefix_file.open("rb"))
+        try:
+            while block := want.read(_READ_BYTES):
+                got = b""
+                while len(got) < len(block):
+                    more = content.read(len(block) - len(got))
+                    if not more:
+                        return False
+                    got += more
+                if got != block:
+                    return False
+        except zstandard.ZstdError:
+            return False
+    return True
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,357 @@
+"""The dataset sink: the live file, its rotation into segments, compression and retention.
+
+The collector calls `append(lines, now_ms)` once per poll with that poll's encoded rows and `close()`
+at shutdown. Decisions come from `croft.domain.dataset.rotation`; this module gathers the facts (sizes,
+names, mtimes), reads nothing but the directory and the live file's first line, and carries them out.
+
+Durability (the fsync policy):
+- each poll is one `write(2)` of whole lines to the live file (`O_APPEND`), never buffered in the
+  process: once `append` returns, the rows survive a crash or `kill -9` of the collector. A write cut
+  short (disk full, I/O error) is truncated away, so the file holds whole lines only, and a reader
+  sees at most one torn last line, left by a kill in the middle of a write;
+- the live file is not fsynced per poll (a sync every 2 s would put the disk's latency into every
+  poll); the kernel writes it back within `vm.dirty_expire_centisecs` (30 s by default), which bounds
+  what a power loss can take. `close()` syncs it;
+- a compressed segment is fsynced before it is renamed into place, the directory after every rename
+  and removal, and the plain copy is removed only after that.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+from pathlib import Path
+
+import attrs
+import orjson
+
+from croft.adapters.dataset.compressor import (
+    ZSTD_LEVEL,
+    SegmentCompressor,
+    compressed_matches,
+    fsync_directory,
+)
+from croft.domain.dataset.rotation import (
+    FileFact,
+    Limits,
+    LiveFile,
+    Naming,
+    Rotation,
+    Segment,
+    SegmentName,
+    plan_recovery,
+    plan_retention,
+    plan_rotation,
+    segments_on_disk,
+)
+from croft.errors import UserError
+
+LOG = logging.getLogger("croft.dataset")
+
+HOUSEKEEPING_MS = 60_000  # how often retention and compression retries look at the directory
+RETRY_MS = 60_000  # a segment whose compression failed is tried again after this
+LOG_EVERY_MS = 60_000  # at most one "dropping rows" line per minute
+CLOSE_DRAIN_S = 10.0  # well inside the 30 s a SIGTERM'd pod gets before SIGKILL
+_FIRST_LINE_BYTES = 1 << 20
+
+
+@attrs.frozen
+class WriterCounters:
+    """What the writer did since it started, for /metrics."""
+
+    rows_written: int
+    rows_dropped: int
+    write_failures: int
+    segments_closed: int
+    segments_compressed: int
+    compression_failures: int
+    compression_backlog: int
+    segments_deleted: int
+    bytes_deleted: int
+
+
+def list_directory(directory: Path) -> list[FileFact]:
+    """The regular files of `directory` with size and mtime; entries vanishing meanwhile are skipped."""
+    facts = []
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            try:
+                if entry.is_file(follow_symlinks=False):
+                    st = entry.stat(follow_symlinks=False)
+                    facts.append(FileFact(entry.name, st.st_size, st.st_mtime_ns // 1_000_000))
+            except FileNotFoundError:
+                continue
+    return facts
+
+
+def first_row_ms(path: Path) -> int | None:
+    """`unix_ms` of the first line of `path`, or None when it is not a readable row."""
+    try:
+        with path.open("rb") as f:
+            line = f.read(_FIRST_LINE_BYTES).split(b"\n", 1)[0]
+        value = orjson.loads(line).get("unix_ms")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if type(value) is int else None
+
+
+def _open_live(path: Path) -> int:
+    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+
+
+class DatasetWriter:
+    """Appends polls to `path` and keeps its directory rotated, compressed and within its limits.
+
+    Raises `UserError` at start when the directory cannot be created or written. Never raises from
+    `append`: what cannot be written is dropped and counted. `background=False` keeps compression on
+    the caller's thread (`compress_now()`), for tests."""
+
+    def __init__(
+        self,
+        path: Path,
+        limits: Limits,
+        *,
+        level: int = ZSTD_LEVEL,
+        background: bool = True,
+        queue_capacity: int = 16,
+    ) -> None:
+        self._path = path
+        self._dir = path.parent
+        self._limits = limits
+        self._naming = Naming.for_live(path.name)
+        fd = self._open_at_start()
+        self._fd: int | None = fd
+        self.compressor = SegmentCompressor(self._dir, self._naming, level=level, capacity=queue_capacity)
+        st = os.fstat(fd)
+        first = first_row_ms(path) if st.st_size else None
+        # A live file found at start holds an earlier run's rows: it is closed at the first poll.
+        self._live = LiveFile(
+            st.st_size,
+            st.st_mtime_ns // 1_000_000 if st.st_size and first is None else first,
+            left_by_earlier_run=st.st_size > 0,
+        )
+        self._known: tuple[Segment, ...] = ()
+        self._retry_after: dict[SegmentName, int] = {}
+        self._blocked: set[SegmentName] = set()
+        self._last_write_ms: int | None = None
+        self._next_housekeeping_ms: int | None = None
+        self._last_drop_log_ms: int | None = None
+        self._dropped_since_log = 0
+        self._rows_written = self._rows_dropped = self._write_failures = 0
+        self._closed = self._deleted = self._bytes_deleted = 0
+        self._recover()
+        if background:
+            self.compressor.start()
+
+    # --- the sink port -------------------------------------------------------------------------
+
+    def append(self, lines: bytes, now_ms: int) -> None:
+        """Write one poll's rows (whole lines, `\\n`-terminated) at poll time `now_ms` (unix ms)."""
+        taken = [*self._blocked, *(s.name for s in self._known)]
+        rotation = plan_rotation(self._live, now_ms, self._limits, taken)
+        if rotation is not None:
+            self._rotate(rotation, now_ms)
+        if lines:
+            self._write(lines, now_ms)
+        news, failed = self.compressor.take_news()
+        for segment in failed:
+            self._retry_after[segment] = now_ms + RETRY_MS
+        if news or self._next_housekeeping_ms is None or now_ms >= self._next_housekeeping_ms:
+            self._housekeep(now_ms)
+
+    def close(self) -> None:
+        """Let queued compressions finish for up to CLOSE_DRAIN_S (what is left is compressed at the
+        next start), sync the live file and close it."""
+        self.compressor.stop(drain_s=CLOSE_DRAIN_S)
+        if self._fd is not None:
+            try:
+                os.fdatasync(self._fd)
+            except OSError as exc:
+                LOG.warning("could not sync %s at close: %s", self._path, exc.strerror)
+            os.close(self._fd)
+            self._fd = None
+
+    def counters(self) -> WriterCounters:
+        return WriterCounters(
+            rows_written=self._rows_written,
+            rows_dropped=self._rows_dropped,
+            write_failures=self._write_failures,
+            segments_closed=self._closed,
+            segments_compressed=self.compressor.compressed,
+            compression_failures=self.compressor.failures,
+            compression_backlog=sum(s.waiting for s in self._known),
+            segments_deleted=self._deleted,
+            bytes_deleted=self._bytes_deleted,
+        )
+
+    def compress_now(self) -> None:
+        """Compress every queued segment on this thread (for a writer made with background=False)."""
+        self.compressor.run_pending()
+
+    # --- start ---------------------------------------------------------------------------------
+
+    def _open_at_start(self) -> int:
+        where = f"the dataset directory {self._dir}"
+        fix = "choose another --dataset (DATASET_PATH) or make the directory writable"
+        try:
+            self._dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UserError(f"cannot create {where}: {exc.strerror}; {fix}") from exc
+        if self._path.is_dir():
+            raise UserError(
+                f"--dataset {self._path} is a directory; give the live file's path, like "
+                f"{self._path / 'croft-dataset.jsonl'}"
+            )
+        if not os.access(self._dir, os.W_OK | os.X_OK):
+            raise UserError(f"cannot write to {where}; {fix}")
+        try:
+            return _open_live(self._path)
+        except OSError as exc:
+            raise UserError(f"cannot open {self._path} for writing: {exc.strerror}; {fix}") from exc
+
+    def _recover(self) -> None:
+        segments = segments_on_disk(list_directory(self._dir), self._naming)
+        complete = frozenset(
+            s.name
+            for s in segments
+            if {"plain", "compressed"} <= s.kinds
+            and compressed_matches(self._dir / self._naming.compressed(s.name), self._plain_size(s.name))
+        )
+        recovery = plan_recovery(segments, self._naming, complete)
+        for name, why in recovery.remove:
+            LOG.info("removing %s: %s", name, why)
+            try:
+                (self._dir / name).unlink()
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                LOG.warning("could not remove %s: %s", name, exc.strerror)
+        for name, why in recovery.left_alone:
+            LOG.warning("leaving %s alone: %s", name, why)
+        self._known = segments_on_disk(list_directory(self._dir), self._naming)
+        for segment in recovery.compress:
+            self.compressor.submit(segment)
+
+    def _plain_size(self, segment: SegmentName) -> int:
+        try:
+            return (self._dir / self._naming.plain(segment)).stat().st_size
+        except OSError:
+            return -1
+
+    # --- each poll -----------------------------------------------------------------------------
+
+    def _rotate(self, rotation: Rotation, now_ms: int) -> None:
+        segment = rotation.segment
+        names = (
+            self._naming.plain(segment),
+            self._naming.compressed(segment),
+            self._naming.temporary(segment),
+        )
+        if any(os.path.lexists(self._dir / name) for name in names):
+            # Something else holds this name (made since our last look, or not a file): never
+            # overwrite it; the next poll picks the next name.
+            self._blocked.add(segment)
+            return
+        try:
+            self._path.rename(self._dir / names[0])
+        except OSError as exc:
+            self._warn(now_ms, f"could not close the live file as {names[0]} ({exc.strerror}); retrying")
+            return
+        LOG.info("closed %s as %s: %s", self._path.name, names[0], rotation.reason)
+        if self._last_write_ms is not None:
+            # Its mtime is its newest row's poll time, on the poll clock retention compares with.
+            ns = self._last_write_ms * 1_000_000
+            with contextlib.suppress(OSError):
+                os.utime(self._dir / names[0], ns=(ns, ns))
+        self._closed += 1
+        if self._fd is not None:
+            os.close(self._fd)
+        try:
+            self._fd = _open_live(self._path)
+        except OSError:
+            self._fd = None  # the next write tries again, and drops its rows if it cannot
+        self._live = LiveFile(0, None)
+        self._last_write_ms = None
+        self._known = (*self._known, Segment(segment, (names[0],), 0, now_ms, kinds=frozenset({"plain"})))
+        try:
+            fsync_directory(self._dir)
+        except OSError as exc:
+            LOG.warning("could not sync %s: %s", self._dir, exc.strerror)
+        self.compressor.submit(segment)
+        self._next_housekeeping_ms = None
+
+    def _write(self, lines: bytes, now_ms: int) -> None:
+        rows = lines.count(b"\n")
+        offset = self._live.size_bytes
+        try:
+            if self._fd is None:
+                self._fd = _open_live(self._path)
+            view = memoryview(lines)
+            while view:
+                view = view[os.write(self._fd, view) :]
+        except OSError as exc:
+            self._write_failures += 1
+            self._rows_dropped += rows
+            self._dropped_since_log += rows
+            if self._fd is not None:
+                try:
+                    os.ftruncate(self._fd, offset)  # whole lines only, even after a short write
+                except OSError as trunc:
+                    LOG.warning("could not cut a short write off %s: %s", self._path, trunc.strerror)
+            why = "the disk is full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else exc.strerror
+            self._warn(now_ms, f"dropping rows: {why} ({self._rows_dropped} dropped so far)")
+            return
+        if self._dropped_since_log:
+            LOG.warning("writing %s again after dropping %d rows", self._path, self._dropped_since_log)
+            self._dropped_since_log = 0
+            self._last_drop_log_ms = None
+        self._rows_written += rows
+        self._last_write_ms = now_ms
+        first = self._live.first_row_ms if self._live.first_row_ms is not None else now_ms
+        self._live = attrs.evolve(self._live, size_bytes=offset + len(lines), first_row_ms=first)
+
+    def _warn(self, now_ms: int, message: str) -> None:
+        """A warning about a failure that repeats every poll, at most once per LOG_EVERY_MS."""
+        if self._last_drop_log_ms is None or now_ms - self._last_drop_log_ms >= LOG_EVERY_MS:
+            LOG.warning("%s", message)
+            self._last_drop_log_ms = now_ms
+
+    def _housekeep(self, now_ms: int) -> None:
+        """Retention, and compression of segments still plain, from a fresh look at the directory."""
+        self._next_housekeeping_ms = now_ms + HOUSEKEEPING_MS
+        try:
+            listing = list_directory(self._dir)
+        except OSError as exc:
+            LOG.warning("could not list %s: %s", self._dir, exc.strerror)
+            return
+        segments = segments_on_disk(listing, self._naming, self.compressor.busy())
+        plan = plan_retention(segments, now_ms, self._limits, live_bytes=self._live.size_bytes)
+        gone: set[SegmentName] = set()
+        for deletion in plan.delete:
+            if not self.compressor.discard(deletion.segment):
+                break  # it became busy since the listing: the next look goes on
+            if not all(self._delete_file(name) for name in deletion.files):
+                continue
+            LOG.info("deleted segment %s: %s", ", ".join(deletion.files), deletion.reason)
+            self._deleted += 1
+            gone.add(deletion.segment)
+        self._known = tuple(s for s in segments if s.name not in gone)
+        self._retry_after = {k: v for k, v in self._retry_after.items() if v > now_ms}
+        for seg in self._known:
+            if seg.waiting and not seg.busy and self._retry_after.get(seg.name, now_ms) <= now_ms:
+                self.compressor.submit(seg.name)
+
+    def _delete_file(self, name: str) -> bool:
+        """Remove one file retention chose; True when it is gone."""
+        try:
+            size = (self._dir / name).stat().st_size
+            (self._dir / name).unlink()
+        except FileNotFoundError:
+            return True
+        except OSError as exc:
+            LOG.warning("could not delete %s: %s", name, exc.strerror)
+            return False
+        self._bytes_deleted += size
+        return True

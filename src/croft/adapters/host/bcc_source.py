@@ -1,0 +1,162 @@
+"""The real `KernelSource`: croft's eBPF programs (bpf/syscalls.c, bpf/net.c) loaded with BCC.
+
+Each `read()` drains the maps, so every count is since the previous read (the first: since loading).
+Keys are host tgids, as `bpf_get_current_pid_tgid` reports them whatever pid namespace a process
+lives in. An ioctl is a GPU ioctl when its fd, looked up in `<proc_root>/<tgid>/fd/<fd>` at read
+time, names a path matching one of `gpu_devices` (shell-style patterns).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import attrs
+
+from croft.adapters.host import bcc_loader
+from croft.adapters.host.syscall_table import SyscallNames, syscall_table_paths
+from croft.domain.collector.kernel import GpuIoctls, KernelSample
+from croft.errors import UserError
+
+log = logging.getLogger("croft.bcc")
+
+# NVIDIA's (/dev/nvidia0.., nvidiactl, nvidia-uvm, nvidia-modeset), DRM render nodes (AMD, Intel
+# compute), AMD's KFD and the accel subsystem. DRM card nodes are left out: display servers
+# issue ioctls on them all day without computing anything.
+DEFAULT_GPU_DEVICES = ("/dev/nvidia*", "/dev/dri/renderD*", "/dev/kfd", "/dev/accel/accel*")
+
+NET_RX, NET_TX = 0, 1
+
+
+@attrs.frozen
+class MapSizes:
+    """Capacity of each BPF hash map, in entries; an update beyond it counts as a dropped entry."""
+
+    syscalls: int = 65536  # (tgid, syscall) pairs seen in one poll
+    ioctls: int = 16384  # (tgid, fd) pairs that issued ioctls in one poll
+    net: int = 16384  # (tgid, direction) pairs that moved socket bytes in one poll
+
+    def cflags(self) -> tuple[str, ...]:
+        return (
+            f"-DCROFT_SYSCALL_ENTRIES={self.syscalls}",
+            f"-DCROFT_IOCTL_ENTRIES={self.ioctls}",
+            f"-DCROFT_NET_ENTRIES={self.net}",
+        )
+
+
+@attrs.frozen
+class GpuDeviceMatcher:
+    """Which paths are GPU devices: any match of the shell-style `patterns`."""
+
+    patterns: tuple[str, ...] = DEFAULT_GPU_DEVICES
+
+    def __call__(self, path: str) -> bool:
+        return any(fnmatch.fnmatchcase(path, pattern) for pattern in self.patterns)
+
+
+class BccKernelSource:
+    """Loads the programs on construction (root, kernel headers and BCC needed; a failure is a
+    `UserError` naming the cause and the fix) and drains their maps on every `read()`."""
+
+    def __init__(
+        self,
+        *,
+        proc_root: Path = Path("/proc"),
+        gpu_devices: Sequence[str] = DEFAULT_GPU_DEVICES,
+        sizes: MapSizes = MapSizes(),
+        programs: Path | None = None,
+        modules_root: Path = Path("/lib/modules"),
+        verbose: bool = False,
+    ) -> None:
+        release = os.uname().release
+        bcc_loader.check_can_load(release, modules_root)
+        names = SyscallNames.load(syscall_table_paths(release, modules_root))
+        if names is None:
+            raise UserError(
+                f"no syscall table (unistd_64.h) in {modules_root / release / 'build'} or /usr/include: "
+                f"{bcc_loader.SETUP_HINT}"
+            )
+        self._names = names
+        self._proc_root = proc_root
+        self._is_gpu_device = GpuDeviceMatcher(tuple(gpu_devices))
+        self.has_net = bcc_loader.has_tracepoint("sock", "sock_send_length") and bcc_loader.has_tracepoint(
+            "sock", "sock_recv_length"
+        )
+        if not self.has_net:
+            log.warning(
+                "no sock:sock_send_length/sock_recv_length tracepoints (Linux 6.3+, tracefs mounted): "
+                "per-process network bytes stay 0"
+            )
+        directory = programs if programs is not None else bcc_loader.program_dir()
+        stems = ("syscalls", "net") if self.has_net else ("syscalls",)
+        self._bpf: Any = bcc_loader.load(
+            bcc_loader.program_text(directory, stems),
+            sizes.cflags(),
+            source=directory,
+            release=release,
+            verbose=verbose,
+        )
+        self._drain_syscalls = bcc_loader.Drain(self._bpf[b"syscall_counts"])
+        self._drain_ioctls = bcc_loader.Drain(self._bpf[b"ioctl_counts"])
+        self._drain_net = bcc_loader.Drain(self._bpf[b"net_bytes"]) if self.has_net else None
+        self._dropped_tables = [self._bpf[b"syscalls_dropped"]]
+        if self.has_net:
+            self._dropped_tables.append(self._bpf[b"net_dropped"])
+        self._dropped_before = 0
+        log.debug("eBPF programs loaded from %s; syscall names from %s", directory, names.source)
+
+    def read(self) -> KernelSample:
+        """What the programs counted since the previous call, by host tgid."""
+        syscalls: dict[int, dict[str, int]] = {}
+        for key, count in self._drain_syscalls():
+            per_process = syscalls.setdefault(int(key.tgid), {})
+            name = self._names.name(int(key.nr))
+            per_process[name] = per_process.get(name, 0) + int(count)
+        rx: dict[int, int] = {}
+        tx: dict[int, int] = {}
+        if self._drain_net is not None:
+            for key, total in self._drain_net():
+                side = tx if key.direction == NET_TX else rx
+                side[int(key.tgid)] = side.get(int(key.tgid), 0) + int(total)
+        dropped = sum(bcc_loader.per_cpu_total(table) for table in self._dropped_tables)
+        dropped_now, self._dropped_before = dropped - self._dropped_before, dropped
+        return KernelSample(
+            syscalls=syscalls,
+            gpu_ioctls=self._gpu_ioctls(),
+            net_rx_bytes=rx,
+            net_tx_bytes=tx,
+            dropped_entries=dropped_now,
+        )
+
+    def _gpu_ioctls(self) -> dict[int, GpuIoctls]:
+        per_process: dict[int, GpuIoctls] = {}
+        for key, value in self._drain_ioctls():
+            tgid, count, last_ns = int(key.tgid), int(value.count), int(value.last_ns)
+            try:
+                path = str((self._proc_root / str(tgid) / "fd" / str(int(key.fd))).readlink())
+            except OSError:
+                continue  # the process exited or closed the fd: nothing left to tell it by
+            if not self._is_gpu_device(path):
+                continue
+            before = per_process.get(tgid)
+            if before is not None:
+                count, last_ns = count + before.count, max(last_ns, before.last_monotonic_ns)
+            per_process[tgid] = GpuIoctls(count=count, last_monotonic_ns=last_ns)
+        return per_process
+
+    def close(self) -> None:
+        """Detach and unload the programs."""
+        self._bpf.cleanup()
+
+    def __enter__(self) -> BccKernelSource:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

@@ -1,0 +1,149 @@
+"""cgroupfs: what each process's cgroups felt, read from a root path (`/sys/fs/cgroup`).
+
+Layouts (https://docs.kernel.org/admin-guide/cgroup-v2.rst, cgroups(7)):
+- v2: `<root>/cgroup.controllers` exists; every file sits under `<root><path>/`.
+- hybrid: v1 controllers under `<root>/<controller>` (possibly shared, `cpu,cpuacct`) and a v2 tree
+  at `<root>/unified` that carries PSI (and any controller not bound to v1).
+- v1: only `<root>/<controller>` directories.
+
+Per controller the v1 file is used when the process's /proc/<pid>/cgroup lists that controller in
+a v1 hierarchy, else the v2 file. Sources: CPU usage `cpuacct.usage` (v1, ns) or `cpu.stat`
+usage_usec (v2); throttling `cpu.stat` nr_periods/nr_throttled (both); memory
+`memory.usage_in_bytes` (v1) or `memory.current` (v2); OOM kills `memory.oom_control` (v1) or
+`memory.events` (v2) `oom_kill`; PSI `{cpu,memory,io}.pressure` (v2 only). A file that is missing
+(controller absent, cgroup removed mid-read) leaves its field None.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from croft.adapters.host.procfs import read_bytes
+from croft.domain.collector.procparse import (
+    Unparsable,
+    parse_flat_keyed,
+    parse_psi_some_avg10,
+    parse_single_int,
+)
+from croft.domain.collector.snapshot import CgroupMembership, CgroupSample
+
+
+class CgroupFS:
+    """Reads `CgroupSample`s under `root`; the layout is found once, at construction."""
+
+    def __init__(self, root: Path = Path("/sys/fs/cgroup")) -> None:
+        self.root = root
+        self.unified: str | None = None
+        if (root / "cgroup.controllers").exists():
+            self.unified = str(root)
+        elif (root / "unified" / "cgroup.controllers").exists():
+            self.unified = str(root / "unified")
+        self.v1: dict[str, str] = {}
+        if self.unified != str(root) and root.is_dir():
+            for entry in sorted(root.iterdir()):
+                if entry.is_dir() and not entry.is_symlink() and (entry / "cgroup.procs").exists():
+                    if entry.name == "unified":
+                        continue
+                    for name in entry.name.split(","):
+                        key = name if name in _KNOWN_V1 else f"name={name}"
+                        self.v1.setdefault(key, str(entry))
+
+    @property
+    def layout(self) -> str:
+        """'v2', 'hybrid', 'v1' or 'none'."""
+        if self.unified == str(self.root):
+            return "v2"
+        if self.unified is not None:
+            return "hybrid" if self.v1 else "v2"
+        return "v1" if self.v1 else "none"
+
+    def read_all(self, memberships: Iterable[CgroupMembership]) -> tuple[CgroupSample, ...]:
+        """One sample per distinct membership, in first-seen order; each file is read at most once."""
+        files: dict[str, bytes | None] = {}
+        out: dict[CgroupMembership, CgroupSample] = {}
+        for membership in memberships:
+            if membership not in out:
+                out[membership] = self._sample(membership, files)
+        return tuple(out.values())
+
+    def _file(self, files: dict[str, bytes | None], path: str) -> bytes | None:
+        if path not in files:
+            try:
+                files[path] = read_bytes(path)
+            except OSError:
+                files[path] = None
+        return files[path]
+
+    def _v1(self, membership: CgroupMembership, controller: str, name: str) -> str | None:
+        mount = self.v1.get(controller)
+        path = membership.controller(controller)
+        if mount is None or path is None:
+            return None
+        return f"{mount}{path.rstrip('/')}/{name}"
+
+    def _v2(self, membership: CgroupMembership, name: str) -> str | None:
+        if self.unified is None or membership.unified is None:
+            return None
+        return f"{self.unified}{membership.unified.rstrip('/')}/{name}"
+
+    def _sample(self, membership: CgroupMembership, files: dict[str, bytes | None]) -> CgroupSample:
+        def get(path: str | None) -> bytes | None:
+            return None if path is None else self._file(files, path)
+
+        v2_cpu = _keyed(get(self._v2(membership, "cpu.stat")))
+        usage_ns = _int(get(self._v1(membership, "cpuacct", "cpuacct.usage")))
+        if usage_ns is None and "usage_usec" in v2_cpu:
+            usage_ns = v2_cpu["usage_usec"] * 1000
+        throttle = _keyed(get(self._v1(membership, "cpu", "cpu.stat"))) if "cpu" in self.v1 else v2_cpu
+        if membership.controller("memory") is not None and "memory" in self.v1:
+            memory = _int(get(self._v1(membership, "memory", "memory.usage_in_bytes")))
+            oom = _keyed(get(self._v1(membership, "memory", "memory.oom_control"))).get("oom_kill")
+        else:
+            memory = _int(get(self._v2(membership, "memory.current")))
+            oom = _keyed(get(self._v2(membership, "memory.events"))).get("oom_kill")
+        return CgroupSample(
+            membership=membership,
+            cpu_usage_ns=usage_ns,
+            nr_periods=throttle.get("nr_periods"),
+            nr_throttled=throttle.get("nr_throttled"),
+            memory_bytes=memory,
+            oom_kills=oom,
+            cpu_pressure_avg10=_psi(get(self._v2(membership, "cpu.pressure"))),
+            memory_pressure_avg10=_psi(get(self._v2(membership, "memory.pressure"))),
+            io_pressure_avg10=_psi(get(self._v2(membership, "io.pressure"))),
+        )
+
+
+_KNOWN_V1 = frozenset(
+    {"cpu", "cpuacct", "cpuset", "memory", "devices", "freezer", "net_cls", "net_prio", "blkio"}
+    | {"perf_event", "hugetlb", "pids", "rdma", "misc"}
+)
+
+
+def _keyed(data: bytes | None) -> dict[str, int]:
+    return {} if data is None else parse_flat_keyed(data)
+
+
+def _int(data: bytes | None) -> int | None:
+    if data is None:
+        return None
+    try:
+        return parse_single_int(data)
+    except Unparsable:
+        return None
+
+
+def _psi(data: bytes | None) -> float | None:
+    if data is None:
+        return None
+    try:
+        return parse_psi_some_avg10(data)
+    except Unparsable:
+        return None
+
+
+def host_has_cgroups(root: Path) -> bool:
+    """Whether anything cgroup-like is mounted at `root`."""
+    return os.path.isdir(root)  # noqa: PTH112

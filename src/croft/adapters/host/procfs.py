@@ -1,0 +1,258 @@
+"""procfs: what the kernel says about each process, read from a root path (`/proc` on the host, a
+fixture tree in tests) and parsed by `croft.domain.collector.procparse`.
+
+Per pid and poll croft reads `stat` (every pid: it carries the start time that tells a reused pid)
+and, for the processes worth reading, `status`, `io` and `schedstat`. What does not change for a
+pid + start time is cached: exe, cwd, cmdline and cgroup membership are re-read every
+`refresh_every` polls (a process can be moved between cgroups or chdir); the mapped libraries are
+re-read when the virtual size changed, at most every `maps_every` polls. A single-threaded process
+whose `stat` and `schedstat` are byte for byte what they were is known not to have run since the
+last poll (schedstat counts every time slice it got), so its previous sample is returned as it was,
+without reading `status` and `io` again. A pid that exits between
+listing and reading, or whose file is torn, is dropped for that poll and counted, never an error.
+
+Paths are plain strings joined by hand: this runs for thousands of pids every 2 s.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import attrs
+
+from croft.domain.collector.cgroupns import host_membership
+from croft.domain.collector.procparse import (
+    Stat,
+    Unparsable,
+    parse_cgroup_membership,
+    parse_cmdline,
+    parse_io,
+    parse_maps_libraries,
+    parse_schedstat,
+    parse_stat,
+    parse_status_ctxt,
+)
+from croft.domain.collector.snapshot import CgroupMembership, ProcessSample
+
+Wanted = Callable[[int, CgroupMembership], bool]
+
+_GONE = (FileNotFoundError, ProcessLookupError)
+
+
+def read_bytes(path: str) -> bytes:
+    """The whole content of a pseudo-file, without trusting its stat size. Raises OSError."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        data = os.read(fd, 65536)
+        if len(data) < 65536:
+            return data
+        chunks = [data]
+        while data:
+            data = os.read(fd, 1 << 20)
+            chunks.append(data)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _readlink(path: str) -> str:
+    """The target of a /proc symlink, or '' for a kernel thread or a link we may not read."""
+    try:
+        return os.readlink(path)  # noqa: PTH115 - str paths on the hot path
+    except _GONE:
+        return ""
+    except PermissionError:
+        return ""
+
+
+@attrs.frozen
+class _Static:
+    start_ticks: int
+    read_at_poll: int
+    exe: str
+    cwd: str
+    cmdline: tuple[str, ...]
+    cgroups: CgroupMembership
+
+
+@attrs.frozen
+class _Maps:
+    start_ticks: int
+    vsize_bytes: int
+    read_at_poll: int
+    libraries: tuple[str, ...]
+
+
+class ProcFS:
+    """The process side of a poll. `gpu_device_prefixes` (e.g. `/dev/nvidia`) turns on the scan of
+    every process's open files for GPU devices; leave it empty on hosts without such devices.
+    `cgroup_namespace_root` is the host path of the collector's cgroup namespace root
+    (`croft.adapters.host.cgroupns`), joined onto every v2 path read; None in the host's namespace."""
+
+    def __init__(
+        self,
+        root: Path = Path("/proc"),
+        *,
+        gpu_device_prefixes: tuple[str, ...] = (),
+        refresh_every: int = 15,
+        maps_every: int = 5,
+        cgroup_namespace_root: str | None = None,
+    ) -> None:
+        self._root = str(root)
+        self._namespace_root = cgroup_namespace_root
+        self._gpu_prefixes = gpu_device_prefixes
+        self._refresh_every = refresh_every
+        self._maps_every = maps_every
+        self._page_size = os.sysconf("SC_PAGE_SIZE")
+        self._static: dict[int, _Static] = {}
+        self._maps: dict[int, _Maps] = {}
+        self._unchanged: dict[int, tuple[bytes, Stat, bytes, ProcessSample | None]] = {}
+        self._memberships: dict[bytes, CgroupMembership] = {}
+        self._poll = 0
+
+    @property
+    def ticks_per_s(self) -> int:
+        """Clock ticks per second of `stat`'s utime/stime/starttime (USER_HZ)."""
+        return os.sysconf("SC_CLK_TCK")
+
+    def pids(self) -> list[int]:
+        """The process ids listed now, ascending."""
+        return sorted(int(name) for name in os.listdir(self._root) if name.isdigit())  # noqa: PTH208
+
+    def scan(self, wanted: Wanted) -> tuple[tuple[ProcessSample, ...], int]:
+        """Samples of the processes `wanted(tgid, membership)` selects (or that hold a GPU device
+        open), and how many pids were dropped because they vanished or were torn mid-read."""
+        self._poll += 1
+        samples: list[ProcessSample] = []
+        dropped = 0
+        listed = self.pids()
+        for pid in listed:
+            try:
+                sample = self._sample(pid, wanted)
+            except (Unparsable, *_GONE):
+                dropped += 1
+                continue
+            if sample is not None:
+                samples.append(sample)
+        self._forget_all_but(listed)
+        return tuple(samples), dropped
+
+    def _forget_all_but(self, listed: list[int]) -> None:
+        if len(self._static) > len(listed):
+            alive = set(listed)
+            self._static = {pid: s for pid, s in self._static.items() if pid in alive}
+            self._maps = {pid: m for pid, m in self._maps.items() if pid in alive}
+            self._unchanged = {pid: u for pid, u in self._unchanged.items() if pid in alive}
+
+    def _sample(self, pid: int, wanted: Wanted) -> ProcessSample | None:
+        base = f"{self._root}/{pid}/"
+        stat_bytes = read_bytes(base + "stat")
+        last = self._unchanged.get(pid)
+        stat = last[1] if last is not None and last[0] == stat_bytes else parse_stat(stat_bytes)
+        static = self._static.get(pid)
+        if (
+            static is None
+            or static.start_ticks != stat.start_ticks
+            or self._poll - static.read_at_poll >= self._refresh_every
+        ):
+            static = _Static(
+                start_ticks=stat.start_ticks,
+                read_at_poll=self._poll,
+                exe=_readlink(base + "exe"),
+                cwd=_readlink(base + "cwd"),
+                cmdline=parse_cmdline(read_bytes(base + "cmdline")),
+                cgroups=self._membership(read_bytes(base + "cgroup")),
+            )
+            self._static[pid] = static
+        device_fds = self._gpu_fds(base) if self._gpu_prefixes else 0
+        if device_fds == 0 and not wanted(pid, static.cgroups):
+            self._unchanged[pid] = (stat_bytes, stat, b"", None)
+            return None
+        try:
+            schedstat_bytes = read_bytes(base + "schedstat")
+            runqueue: int | None = parse_schedstat(schedstat_bytes)
+        except FileNotFoundError:
+            schedstat_bytes, runqueue = b"", None  # kernel without CONFIG_SCHED_INFO
+            if not os.path.isdir(base):  # noqa: PTH112 - or the pid is gone
+                raise
+        if last is not None and stat.threads == 1 and schedstat_bytes:
+            _, _, last_schedstat, last_sample = last
+            if (
+                last_sample is not None
+                and last[0] == stat_bytes
+                and last_schedstat == schedstat_bytes
+                and last_sample.cgroups is static.cgroups
+                and last_sample.exe is static.exe
+                and last_sample.cwd is static.cwd
+                and last_sample.gpu_device_fds == device_fds
+            ):
+                return last_sample
+        voluntary, involuntary = parse_status_ctxt(read_bytes(base + "status"))
+        read: int | None
+        written: int | None
+        try:
+            read, written = parse_io(read_bytes(base + "io"))
+        except PermissionError:
+            read = written = None
+        sample = ProcessSample(
+            tgid=pid,
+            comm=stat.comm,
+            exe=static.exe,
+            cwd=static.cwd,
+            cmdline=static.cmdline,
+            cgroups=static.cgroups,
+            start_ticks=stat.start_ticks,
+            cpu_ticks=stat.cpu_ticks,
+            rss_bytes=stat.rss_pages * self._page_size,
+            threads=stat.threads,
+            ctx_voluntary=voluntary,
+            ctx_involuntary=involuntary,
+            read_bytes=read,
+            write_bytes=written,
+            runqueue_ns=runqueue,
+            libraries=self._libraries(pid, base, stat.start_ticks, stat.vsize_bytes),
+            gpu_device_fds=device_fds,
+        )
+        self._unchanged[pid] = (stat_bytes, stat, schedstat_bytes, sample)
+        return sample
+
+    def _membership(self, data: bytes) -> CgroupMembership:
+        """The parsed /proc/<pid>/cgroup with host paths, one shared object per distinct content, so
+        processes of one cgroup share it and lookups by it are cheap."""
+        membership = self._memberships.get(data)
+        if membership is None:
+            if len(self._memberships) > 100_000:
+                self._memberships.clear()
+            membership = host_membership(parse_cgroup_membership(data), self._namespace_root)
+            self._memberships[data] = membership
+        return membership
+
+    def _libraries(self, pid: int, base: str, start_ticks: int, vsize_bytes: int) -> tuple[str, ...]:
+        cached = self._maps.get(pid)
+        if (
+            cached is not None
+            and cached.start_ticks == start_ticks
+            and (cached.vsize_bytes == vsize_bytes or self._poll - cached.read_at_poll < self._maps_every)
+        ):
+            return cached.libraries
+        try:
+            libraries = parse_maps_libraries(read_bytes(base + "maps"))
+        except PermissionError:
+            libraries = ()
+        self._maps[pid] = _Maps(start_ticks, vsize_bytes, self._poll, libraries)
+        return libraries
+
+    def _gpu_fds(self, base: str) -> int:
+        fd_dir = base + "fd"
+        try:
+            names = os.listdir(fd_dir)  # noqa: PTH208
+        except PermissionError:
+            return 0
+        count = 0
+        for name in names:
+            target = _readlink(f"{fd_dir}/{name}")
+            if target.startswith(self._gpu_prefixes):
+                count += 1
+        return count

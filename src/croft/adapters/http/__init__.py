@@ -1,0 +1,1 @@
+"""The collector's HTTP server and its /metrics export."""

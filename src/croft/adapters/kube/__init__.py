@@ -1,0 +1,1 @@
+"""Clusters: the Kubernetes API (scale and deploy/collect) and the Docker engine."""

@@ -1,0 +1,108 @@
+"""Rates between two polls, in the one shape every model step has: `new(sample, previous | None)`.
+
+A rate exists only when there is a previous sample of the same thing and every counter it uses
+moved forward: a first sighting, a reused pid (start time changed), a recreated cgroup or a counter
+that went backwards all give `None`, never a negative or huge number. Intervals are the real time
+between the two polls on the monotonic clock, not an assumed 2 s.
+
+Rounding (so datasets are byte-stable and readable): CPU cores, fractions and `runqueue_s` are
+rounded to 4 decimal places; per-second counts of bytes, switches and syscalls to 2.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from croft.domain.collector.snapshot import CgroupSample, ProcessSample
+
+NS_PER_S = 1_000_000_000
+CORES_DIGITS = 4
+PER_S_DIGITS = 2
+
+
+def delta(current: int | None, previous: int | None) -> int | None:
+    """`current - previous` for a cumulative counter; None when either is missing or it went back.
+    Both missing (the kernel offers no such counter here) is 0: nothing to measure, nothing moved."""
+    if current is None and previous is None:
+        return 0
+    if current is None or previous is None or current < previous:
+        return None
+    return current - previous
+
+
+def per_s(count: int, interval_s: float, digits: int = PER_S_DIGITS) -> float:
+    """`count` per second over `interval_s` (> 0), rounded to `digits`; never negative."""
+    return round(max(count, 0) / interval_s, digits)
+
+
+@attrs.frozen
+class ProcessRates:
+    """Per-second rates of one process between two polls. `cpu_cores` is CPU seconds per second;
+    `runqueue_s` seconds spent waiting on a run queue per second. `cpu_ticks` is the raw tick delta
+    (0 means the process did not run), kept for the idle test."""
+
+    cpu_cores: float
+    cpu_ticks: int
+    ctx_voluntary_s: float
+    ctx_involuntary_s: float
+    read_bytes_s: float
+    write_bytes_s: float
+    runqueue_s: float
+
+    @classmethod
+    def new(
+        cls, sample: ProcessSample, previous: ProcessSample | None, interval_ns: int, ticks_per_s: int
+    ) -> ProcessRates | None:
+        """Rates from `previous` to `sample` over `interval_ns`; None for a first sighting, a reused
+        pid, a non-positive interval or any counter that went backwards."""
+        if previous is None or interval_ns <= 0 or ticks_per_s <= 0:
+            return None
+        if previous.tgid != sample.tgid or previous.start_ticks != sample.start_ticks:
+            return None
+        deltas = (
+            delta(sample.cpu_ticks, previous.cpu_ticks),
+            delta(sample.ctx_voluntary, previous.ctx_voluntary),
+            delta(sample.ctx_involuntary, previous.ctx_involuntary),
+            delta(sample.read_bytes, previous.read_bytes),
+            delta(sample.write_bytes, previous.write_bytes),
+            delta(sample.runqueue_ns, previous.runqueue_ns),
+        )
+        if None in deltas:
+            return None
+        ticks, voluntary, involuntary, read, written, runqueue = (d or 0 for d in deltas)
+        interval_s = interval_ns / NS_PER_S
+        return cls(
+            cpu_cores=per_s(ticks, interval_s * ticks_per_s, CORES_DIGITS),
+            cpu_ticks=ticks,
+            ctx_voluntary_s=per_s(voluntary, interval_s),
+            ctx_involuntary_s=per_s(involuntary, interval_s),
+            read_bytes_s=per_s(read, interval_s),
+            write_bytes_s=per_s(written, interval_s),
+            runqueue_s=per_s(runqueue, interval_s * NS_PER_S, CORES_DIGITS),
+        )
+
+
+@attrs.frozen
+class CgroupRates:
+    """What a cgroup felt between two polls: CPU cores used and the share of CFS periods throttled
+    (0 when no period elapsed or there is no CPU limit)."""
+
+    cpu_cores: float
+    cpu_throttled_fraction: float
+
+    @classmethod
+    def new(cls, sample: CgroupSample, previous: CgroupSample | None, interval_ns: int) -> CgroupRates | None:
+        """Rates from `previous` to `sample`; None for a first sighting, a non-positive interval or
+        a counter that went backwards (the cgroup was recreated)."""
+        if previous is None or interval_ns <= 0:
+            return None
+        usage = delta(sample.cpu_usage_ns, previous.cpu_usage_ns)
+        periods = delta(sample.nr_periods, previous.nr_periods)
+        throttled = delta(sample.nr_throttled, previous.nr_throttled)
+        if usage is None or periods is None or throttled is None:
+            return None
+        fraction = min(throttled / periods, 1.0) if periods > 0 else 0.0
+        return cls(
+            cpu_cores=per_s(usage, interval_ns, CORES_DIGITS),
+            cpu_throttled_fraction=round(fraction, CORES_DIGITS),
+        )

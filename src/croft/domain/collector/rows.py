@@ -1,0 +1,220 @@
+"""The collector's core: the rows of one poll, from the previous poll, this one and what the
+collector remembers.
+
+`rows(previous, current, state, config) -> (rows, new state)` is pure. A process gets a row only in
+a poll where all its rates exist (see `croft.domain.collector.rates`): a first sighting or a reused pid is
+remembered and rated from the next poll on; a counter that went backwards skips that poll. Skipped
+processes are counted in the state, never written with made-up numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import attrs
+
+from croft.domain.collector import gpu
+from croft.domain.collector.container import display_path, membership_container_id
+from croft.domain.collector.frameworks import Matcher
+from croft.domain.collector.rates import NS_PER_S, PER_S_DIGITS, CgroupRates, ProcessRates, per_s
+from croft.domain.collector.selection import IDLE_EVERY, due, watched
+from croft.domain.collector.snapshot import CgroupMembership, CgroupSample, Poll, ProcessSample
+from croft.domain.dataset.row import CgroupUsage, Process, Row, SyscallRate, Usage
+
+
+@attrs.frozen
+class CollectorConfig:
+    """`watch` are the cgroup path prefixes of `--watch` (see `croft.domain.collector.selection`)."""
+
+    watch: tuple[str, ...]
+    matcher: Matcher = attrs.field(eq=False)
+    idle_every: int = IDLE_EVERY
+
+
+@attrs.frozen
+class ProcessState:
+    """What the collector remembers of one process (keyed by tgid, valid for `start_ticks`)."""
+
+    start_ticks: int
+    gpu: gpu.GpuState | None = None
+    last_written_poll: int | None = None
+    framework_key: tuple[str, tuple[str, ...], tuple[str, ...]] | None = None
+    framework: str | None = None
+
+
+@attrs.frozen
+class CollectorState:
+    """`polls` counts polls seen; `no_rate` the process-polls skipped for lack of a rate (first
+    sightings, reused pids, counters gone backwards); `dropped` the pids the adapters dropped."""
+
+    polls: int = 0
+    processes: Mapping[int, ProcessState] = attrs.field(factory=dict)
+    no_rate: int = 0
+    dropped: int = 0
+    written: int = 0
+
+
+def rows(
+    previous: Poll | None, current: Poll, state: CollectorState, config: CollectorConfig
+) -> tuple[tuple[Row, ...], CollectorState]:
+    """The rows of `current` (ordered by tgid) and the state after it."""
+    poll_index = state.polls
+    interval_ns = current.at.monotonic_ns - previous.at.monotonic_ns if previous is not None else 0
+    before = {p.tgid: p for p in previous.processes} if previous is not None else {}
+    cgroups_before = {c.membership: c for c in previous.cgroups} if previous is not None else {}
+    cgroups_now = {c.membership: c for c in current.cgroups}
+    cgroup_rates: dict[CgroupMembership, CgroupRates | None] = {}
+
+    out: list[Row] = []
+    remembered: dict[int, ProcessState] = {}
+    watched_memo: dict[CgroupMembership, bool] = {}
+    active = set(current.kernel.syscalls) | set(current.kernel.gpu_ioctls) | set(current.gpu.memory_bytes)
+    no_rate = 0
+    for sample in sorted(current.processes, key=lambda p: p.tgid):
+        known = state.processes.get(sample.tgid)
+        if known is None or known.start_ticks != sample.start_ticks:
+            known = ProcessState(start_ticks=sample.start_ticks)
+        cgroup = cgroups_now.get(sample.cgroups)
+        if sample.cgroups not in cgroup_rates:
+            cgroup_rates[sample.cgroups] = _cgroup_rates(cgroup, cgroups_before, interval_ns)
+            watched_memo[sample.cgroups] = watched(sample.cgroups, config.watch)
+        group_rates = cgroup_rates[sample.cgroups]
+        last = before.get(sample.tgid)
+        if (
+            group_rates is not None
+            and last is not None
+            and (last is sample or last == sample)
+            and sample.tgid not in active
+            and sample.gpu_device_fds == 0
+            and (known.gpu is None or not known.gpu.holding)
+            and not (
+                watched_memo[sample.cgroups]
+                and due(True, poll_index, known.last_written_poll, config.idle_every)
+            )
+        ):
+            # Nothing moved and nothing is due: the full path would write no row and change no
+            # state, so skip it (thousands of idle processes per poll).
+            remembered[sample.tgid] = known
+            continue
+        rates = ProcessRates.new(sample, last, interval_ns, current.ticks_per_s)
+        if rates is None or group_rates is None:
+            no_rate += 1
+            remembered[sample.tgid] = known
+            continue
+        row, known = _row(
+            sample, rates, cgroup, group_rates, current, interval_ns, known, poll_index, config, watched_memo
+        )
+        remembered[sample.tgid] = known
+        if row is not None:
+            out.append(row)
+    new_state = CollectorState(
+        polls=poll_index + 1,
+        processes=remembered,
+        no_rate=state.no_rate + no_rate,
+        dropped=state.dropped + current.dropped,
+        written=state.written + len(out),
+    )
+    return tuple(out), new_state
+
+
+def _cgroup_rates(
+    cgroup: CgroupSample | None, before: Mapping[CgroupMembership, CgroupSample], interval_ns: int
+) -> CgroupRates | None:
+    if cgroup is None:
+        # cgroupfs said nothing about it: nothing measured, not a reason to skip the process.
+        return CgroupRates(cpu_cores=0.0, cpu_throttled_fraction=0.0) if interval_ns > 0 else None
+    return CgroupRates.new(cgroup, before.get(cgroup.membership), interval_ns)
+
+
+def _row(
+    sample: ProcessSample,
+    rates: ProcessRates,
+    cgroup: CgroupSample | None,
+    group_rates: CgroupRates,
+    current: Poll,
+    interval_ns: int,
+    known: ProcessState,
+    poll_index: int,
+    config: CollectorConfig,
+    watched_memo: Mapping[CgroupMembership, bool],
+) -> tuple[Row | None, ProcessState]:
+    tgid = sample.tgid
+    kernel = current.kernel
+    reading, gpu_state = gpu.step(
+        known.gpu,
+        kernel.gpu_ioctls.get(tgid),
+        tgid in current.gpu.memory_bytes,
+        sample.gpu_device_fds,
+        current.at.monotonic_ns,
+    )
+    counts = kernel.syscalls.get(tgid, {})
+    idle = rates.cpu_ticks == 0 and not any(counts.values())
+    holding = reading.workload != "no-gpu"
+    write = holding or (
+        watched_memo[sample.cgroups] and due(idle, poll_index, known.last_written_poll, config.idle_every)
+    )
+    framework_key = (sample.exe, sample.cmdline, sample.libraries)
+    if known.framework_key != framework_key:
+        framework = config.matcher.match(sample.exe, sample.cmdline, sample.libraries)
+    else:
+        framework = known.framework
+    known = attrs.evolve(
+        known,
+        gpu=gpu_state,
+        framework_key=framework_key,
+        framework=framework,
+        last_written_poll=poll_index if write else known.last_written_poll,
+    )
+    if not write:
+        return None, known
+    interval_s = interval_ns / NS_PER_S
+    row = Row(
+        unix_ms=current.at.unix_ms,
+        tgid=tgid,
+        process=Process(
+            comm=sample.comm,
+            exe=sample.exe,
+            cgroup=display_path(sample.cgroups),
+            container_id=membership_container_id(sample.cgroups),
+            cwd=sample.cwd,
+            framework=framework,
+        ),
+        workload=reading.workload,
+        usage=Usage(
+            cpu_cores=rates.cpu_cores,
+            rss_bytes=sample.rss_bytes,
+            threads=sample.threads,
+            ctx_voluntary_s=rates.ctx_voluntary_s,
+            ctx_involuntary_s=rates.ctx_involuntary_s,
+            read_bytes_s=rates.read_bytes_s,
+            write_bytes_s=rates.write_bytes_s,
+            network_rx_bytes_s=per_s(kernel.net_rx_bytes.get(tgid, 0), interval_s),
+            network_tx_bytes_s=per_s(kernel.net_tx_bytes.get(tgid, 0), interval_s),
+            runqueue_s=rates.runqueue_s,
+        ),
+        cgroup_usage=_cgroup_usage(cgroup, group_rates),
+        syscalls=_syscalls(counts, interval_s),
+        ioctl_count=reading.ioctl_count,
+        since_last_gpu_ioctl_ms=reading.since_last_gpu_ioctl_ms,
+    )
+    return row, known
+
+
+def _cgroup_usage(cgroup: CgroupSample | None, group_rates: CgroupRates) -> CgroupUsage:
+    if cgroup is None:
+        cgroup = CgroupSample(membership=CgroupMembership(unified=None))
+    return CgroupUsage(
+        cpu_cores=group_rates.cpu_cores,
+        cpu_throttled_fraction=group_rates.cpu_throttled_fraction,
+        memory_bytes=cgroup.memory_bytes or 0,
+        oom_kills=cgroup.oom_kills or 0,
+        cpu_pressure_avg10=cgroup.cpu_pressure_avg10 or 0.0,
+        memory_pressure_avg10=cgroup.memory_pressure_avg10 or 0.0,
+        io_pressure_avg10=cgroup.io_pressure_avg10 or 0.0,
+    )
+
+
+def _syscalls(counts: Mapping[str, int], interval_s: float) -> tuple[SyscallRate, ...]:
+    """Syscalls made this poll, busiest first (ties by name), zero counts left out."""
+    ordered = sorted(((n, c) for n, c in counts.items() if c > 0), key=lambda item: (-item[1], item[0]))
+    return tuple(SyscallRate(name=n, rate_per_sec=per_s(c, interval_s, PER_S_DIGITS)) for n, c in ordered)

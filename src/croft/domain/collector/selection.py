@@ -1,0 +1,47 @@
+"""Which processes croft reads in full and which it writes.
+
+Without `--watch` only GPU holders are written; with it (comma-separated cgroup path prefixes, e.g.
+`kubepods,system.slice/docker`) also every process with a path in a matching cgroup. A prefix
+matches the start of a path with the leading '/' ignored, as plain text: `system.slice/docker`
+matches `/system.slice/docker-<id>.scope`. Idle processes (no CPU tick and no syscall this poll)
+are written once every `IDLE_EVERY` polls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from croft.domain.collector.snapshot import CgroupMembership
+
+IDLE_EVERY = 15
+
+
+def parse_watch(text: str) -> tuple[str, ...]:
+    """The prefixes of a `--watch` value: comma-separated, blanks and leading '/' dropped."""
+    return tuple(part.strip().lstrip("/") for part in text.split(",") if part.strip())
+
+
+def watched(membership: CgroupMembership, prefixes: tuple[str, ...]) -> bool:
+    """True when any of the process's cgroup paths starts with one of `prefixes`."""
+    if not prefixes:
+        return False
+    for path in membership.paths():
+        bare = path.lstrip("/")
+        for prefix in prefixes:
+            if bare.startswith(prefix):
+                return True
+    return False
+
+
+def worth_reading(
+    tgid: int, membership: CgroupMembership, prefixes: tuple[str, ...], gpu_tgids: Collection[int]
+) -> bool:
+    """Whether the shell reads a process in full this poll: it is watched, or eBPF or NVML says it
+    touches a GPU. (Open GPU device files are checked by the shell itself.)"""
+    return tgid in gpu_tgids or watched(membership, prefixes)
+
+
+def due(idle: bool, poll_index: int, last_written_poll: int | None, every: int = IDLE_EVERY) -> bool:
+    """Whether a watched process is written this poll: always when busy, and when idle only if it
+    was never written or its last row is at least `every` polls old."""
+    return not idle or last_written_poll is None or poll_index - last_written_poll >= every

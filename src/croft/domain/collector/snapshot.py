@@ -1,0 +1,109 @@
+"""Immutable snapshots of one poll: what procfs, cgroupfs, eBPF and NVML said, and when.
+
+The shell fills these once per poll and hands them to `croft.domain.collector.rows.rows`; the trace recorder
+writes them as they are, so a replay feeds the core exactly what the live adapters returned.
+Counters are raw cumulative kernel values; nothing here is a rate.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from croft.domain.collector.kernel import GpuHolders, KernelSample
+
+
+@attrs.frozen
+class Instant:
+    """One reading of the clock: wall time for rows, CLOCK_MONOTONIC for intervals."""
+
+    unix_ms: int
+    monotonic_ns: int
+
+
+@attrs.frozen(cache_hash=True)
+class CgroupMembership:
+    """Where a process sits, from /proc/<pid>/cgroup: the v2 path (the `0::` line; None on a pure v1
+    host) and the v1 path of each controller, as sorted (controller, path) pairs. Paths start with
+    '/' and are relative to the hierarchy's mount point. Named v1 hierarchies appear as
+    `name=systemd`."""
+
+    unified: str | None
+    controllers: tuple[tuple[str, str], ...] = ()
+
+    def controller(self, name: str) -> str | None:
+        """The v1 path of controller `name`, or None when it is not mounted as v1."""
+        for controller, path in self.controllers:
+            if controller == name:
+                return path
+        return None
+
+    def paths(self) -> tuple[str, ...]:
+        """Every distinct path the process sits at, v2 first."""
+        seen: list[str] = [] if self.unified is None else [self.unified]
+        for _, path in self.controllers:
+            if path not in seen:
+                seen.append(path)
+        return tuple(seen)
+
+
+@attrs.frozen
+class ProcessSample:
+    """What procfs says about one process (a thread-group leader) at one poll.
+
+    `start_ticks` (field 22 of stat) tells a reused pid from the old one. `cpu_ticks` is utime+stime
+    in clock ticks of `Poll.ticks_per_s`. `read_bytes`/`write_bytes` are storage I/O from
+    /proc/<pid>/io (None where unreadable); `runqueue_ns` the time spent waiting on a run queue from
+    /proc/<pid>/schedstat (None without schedstats). `libraries` are the basenames of the shared
+    objects mapped from /proc/<pid>/maps, sorted; `gpu_device_fds` the open GPU device files."""
+
+    tgid: int
+    comm: str
+    exe: str
+    cwd: str
+    cmdline: tuple[str, ...]
+    cgroups: CgroupMembership
+    start_ticks: int
+    cpu_ticks: int
+    rss_bytes: int
+    threads: int
+    ctx_voluntary: int
+    ctx_involuntary: int
+    read_bytes: int | None
+    write_bytes: int | None
+    runqueue_ns: int | None
+    libraries: tuple[str, ...] = ()
+    gpu_device_fds: int = 0
+
+
+@attrs.frozen
+class CgroupSample:
+    """What cgroupfs says about the cgroups of one membership at one poll. Every field is None when
+    the hierarchy does not offer it (no v1 memory controller, no PSI, ...).
+
+    `cpu_usage_ns` is cumulative CPU time; `nr_periods`/`nr_throttled` the CFS bandwidth counters;
+    `memory_bytes` current usage; `oom_kills` the cumulative OOM kill count; `*_pressure_avg10` the
+    PSI `some avg10` percentages."""
+
+    membership: CgroupMembership
+    cpu_usage_ns: int | None = None
+    nr_periods: int | None = None
+    nr_throttled: int | None = None
+    memory_bytes: int | None = None
+    oom_kills: int | None = None
+    cpu_pressure_avg10: float | None = None
+    memory_pressure_avg10: float | None = None
+    io_pressure_avg10: float | None = None
+
+
+@attrs.frozen
+class Poll:
+    """Everything one poll saw. `dropped` counts pids that exited between listing and reading, or
+    whose files could not be parsed (a torn read); they are left out of `processes`."""
+
+    at: Instant
+    ticks_per_s: int
+    processes: tuple[ProcessSample, ...]
+    cgroups: tuple[CgroupSample, ...]
+    kernel: KernelSample = attrs.field(factory=KernelSample)
+    gpu: GpuHolders = attrs.field(factory=GpuHolders)
+    dropped: int = 0

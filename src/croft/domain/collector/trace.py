@@ -1,0 +1,62 @@
+"""The trace format: the raw snapshots of every poll, one JSON line per poll (see
+`croft.adapters.host.trace` for the files around it).
+
+A trace file is zstd-compressed JSON lines. Its first line is the header
+`{"croft_trace": 1, "watch": "<the --watch it was recorded with>"}`;
+every other line is one `Poll` as `poll_to_json` writes it: the attrs fields of
+`croft.domain.collector.snapshot.Poll` by name (tuples as lists, tgid-keyed maps as objects with decimal
+string keys, `GpuIoctls` as objects). Unknown versions are refused; a line that does not decode is a
+`TraceError` naming it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import cattrs
+import orjson
+
+from croft.domain.collector.snapshot import Poll
+
+TRACE_VERSION = 1
+
+
+def header(watch: str) -> bytes:
+    """The first line of a trace recorded with `--watch watch`."""
+    return orjson.dumps({"croft_trace": TRACE_VERSION, "watch": watch}) + b"\n"
+
+
+class TraceError(ValueError):
+    """A trace line that is not a poll of a known trace version."""
+
+
+_converter = cattrs.Converter(forbid_extra_keys=True)
+
+
+def poll_to_json(poll: Poll) -> bytes:
+    """One trace line (with its newline) for `poll`."""
+    return orjson.dumps(_converter.unstructure(poll), option=orjson.OPT_NON_STR_KEYS) + b"\n"
+
+
+def poll_from_json(line: bytes) -> Poll:
+    """The `Poll` of one trace line; raises `TraceError`."""
+    try:
+        value: Any = orjson.loads(line)
+        return _converter.structure(value, Poll)
+    except (orjson.JSONDecodeError, cattrs.BaseValidationError, KeyError, TypeError, ValueError) as exc:
+        raise TraceError(f"not a trace poll: {exc}") from exc
+
+
+def check_header(line: bytes) -> str:
+    """The `--watch` of a trace header line; raises `TraceError` unless `line` is a header of
+    version `TRACE_VERSION`."""
+    try:
+        value = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        raise TraceError("the first line is not a croft trace header") from exc
+    if not isinstance(value, dict) or value.get("croft_trace") != TRACE_VERSION:
+        raise TraceError(f"not a croft trace of version {TRACE_VERSION}: {line[:60]!r}")
+    watch = value.get("watch", "")
+    if not isinstance(watch, str):
+        raise TraceError("the trace header's watch is not a string")
+    return watch

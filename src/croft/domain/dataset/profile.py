@@ -1,0 +1,200 @@
+"""What `croft profile` computes: one container's polls, processes and cgroup figures over a window.
+
+The container id on the command line may be a prefix; readers accumulate every container whose id
+starts with it (`ProfileAccumulator`), and the caller resolves the prefix once everything is read,
+so one pass both resolves and profiles. A poll is a distinct (node, unix_ms) with a row of the
+container; its cgroup figures are the maximum over the container's rows of that poll (they are
+one cgroup's figures, so normally equal).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import attrs
+
+from croft.domain.dataset.row import GPU_WORKLOADS
+from croft.domain.dataset.skips import SkipTally
+from croft.domain.dataset.views import ProfileView
+
+MIN_PREFIX = 4
+METRICS = ("cpu_cores", "memory_bytes", "cpu_throttled_fraction", "cpu_pressure_avg10")
+
+# Per poll: cpu_cores, memory_bytes, cpu_throttled_fraction, cpu_pressure_avg10, holds a GPU (0/1).
+PollFigures = tuple[float, float, float, float, float]
+
+
+def prefix_error(prefix: str) -> str | None:
+    """Why `prefix` cannot name a container (a sentence), or None when it can: it must be at least
+    `MIN_PREFIX` hex digits."""
+    if not re.fullmatch(r"[0-9a-fA-F]+", prefix):
+        hint = f"give the id or at least its first {MIN_PREFIX} digits"
+        return f"container id {prefix!r} is not hexadecimal; {hint}"
+    if len(prefix) < MIN_PREFIX:
+        return f"container id prefix {prefix!r} is too short; give at least {MIN_PREFIX} hex digits"
+    return None
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The `q`-th percentile (0..100) of non-empty `values` by linear interpolation between the
+    closest ranks, as numpy.percentile's default ("linear") method computes it."""
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * (q / 100)  # numpy divides q first; the rounding matters
+    low = math.floor(rank)
+    high = min(low + 1, len(ordered) - 1)
+    below, above = ordered[low], ordered[high]
+    fraction = rank - low
+    # numpy's _lerp: exact at both ends, monotone in between.
+    return below + (above - below) * fraction if fraction < 0.5 else above - (above - below) * (1 - fraction)
+
+
+@attrs.frozen
+class Spread:
+    """Mean, 95th percentile and maximum of one figure over the polls of a window."""
+
+    mean: float
+    p95: float
+    max: float
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Spread:
+        return cls(mean=math.fsum(values) / len(values), p95=percentile(values, 95), max=max(values))
+
+
+class ContainerTrack:
+    """Everything read about one full container id: its time span over the whole dataset, and in
+    the window its polls (node, unix_ms) -> figures and its processes (node, tgid)."""
+
+    def __init__(self) -> None:
+        self.first_ms: int | None = None
+        self.last_ms: int | None = None
+        self.polls: dict[tuple[str, int], PollFigures] = {}
+        self.processes: set[tuple[str, int]] = set()
+
+    def see(self, unix_ms: int) -> None:
+        self.first_ms = unix_ms if self.first_ms is None else min(self.first_ms, unix_ms)
+        self.last_ms = unix_ms if self.last_ms is None else max(self.last_ms, unix_ms)
+
+    def add_poll(self, key: tuple[str, int], figures: PollFigures) -> None:
+        known = self.polls.get(key)
+        self.polls[key] = figures if known is None else _pairwise_max(known, figures)
+
+    def merge(self, other: ContainerTrack) -> None:
+        for unix_ms in (other.first_ms, other.last_ms):
+            if unix_ms is not None:
+                self.see(unix_ms)
+        for key, figures in other.polls.items():
+            self.add_poll(key, figures)
+        self.processes |= other.processes
+
+
+def _pairwise_max(a: PollFigures, b: PollFigures) -> PollFigures:
+    return (max(a[0], b[0]), max(a[1], b[1]), max(a[2], b[2]), max(a[3], b[3]), max(a[4], b[4]))
+
+
+class ProfileAccumulator:
+    """Rows of every container whose id starts with `prefix` (lower-case hex), split into one
+    `ContainerTrack` per full id; only rows with from_ms <= unix_ms <= to_ms count as polls."""
+
+    def __init__(self, prefix: str, from_ms: int | None, to_ms: int | None) -> None:
+        self.prefix = prefix.lower()
+        self.from_ms = from_ms
+        self.to_ms = to_ms
+        self.tracks: dict[str, ContainerTrack] = {}
+        self.skips = SkipTally()
+
+    def add(self, node: str, view: ProfileView) -> None:
+        """Count one decoded row read on `node`; rows of other containers are ignored."""
+        container_id = view.process.container_id
+        if container_id is None or not container_id.startswith(self.prefix):
+            return
+        track = self.tracks.get(container_id)
+        if track is None:
+            track = self.tracks[container_id] = ContainerTrack()
+        unix_ms = view.unix_ms
+        track.see(unix_ms)
+        if (self.from_ms is not None and unix_ms < self.from_ms) or (
+            self.to_ms is not None and unix_ms > self.to_ms
+        ):
+            return
+        cg = view.cgroup_usage
+        gpu = 1.0 if view.workload in GPU_WORKLOADS else 0.0
+        track.add_poll(
+            (node, unix_ms),
+            (cg.cpu_cores, float(cg.memory_bytes), cg.cpu_throttled_fraction, cg.cpu_pressure_avg10, gpu),
+        )
+        track.processes.add((node, view.tgid))
+
+    def merge(self, other: ProfileAccumulator) -> None:
+        for container_id, track in other.tracks.items():
+            self.tracks.setdefault(container_id, ContainerTrack()).merge(track)
+        self.skips.merge(other.skips)
+
+    def matching_ids(self) -> tuple[str, ...]:
+        """Every full container id seen that starts with the prefix, sorted."""
+        return tuple(sorted(self.tracks))
+
+
+@attrs.frozen
+class Profile:
+    """One container's profile over the window [from_ms, to_ms] (inclusive)."""
+
+    container_id: str
+    from_ms: int
+    to_ms: int
+    nodes: tuple[str, ...]
+    polls: int
+    processes: int
+    gpu_poll_share: float
+    spreads: tuple[Spread, Spread, Spread, Spread]  # in the order of METRICS
+
+    def to_json(self) -> dict[str, Any]:
+        """The `croft profile` object, with exactly the keys of the issue."""
+        out: dict[str, Any] = {
+            "container_id": self.container_id,
+            "from_ms": self.from_ms,
+            "to_ms": self.to_ms,
+            "nodes": list(self.nodes),
+            "polls": self.polls,
+            "processes": self.processes,
+            "gpu_poll_share": self.gpu_poll_share,
+        }
+        for name, spread in zip(METRICS, self.spreads, strict=True):
+            out[name] = {"mean": spread.mean, "p95": spread.p95, "max": spread.max}
+        out["memory_bytes"]["max"] = int(self.spreads[1].max)
+        return out
+
+
+def profile_of(
+    container_id: str, track: ContainerTrack, from_ms: int | None, to_ms: int | None
+) -> Profile | None:
+    """The profile of `track` over the window, or None when it has no poll in the window. An open
+    end of the window is the container's first (last) row in the window."""
+    if not track.polls:
+        return None
+    keys = sorted(track.polls)
+    columns = list(zip(*(track.polls[key] for key in keys), strict=True))
+    times = [unix_ms for _, unix_ms in keys]
+    return Profile(
+        container_id=container_id,
+        from_ms=min(times) if from_ms is None else from_ms,
+        to_ms=max(times) if to_ms is None else to_ms,
+        nodes=tuple(sorted({node for node, _ in keys})),
+        polls=len(keys),
+        processes=len(track.processes),
+        gpu_poll_share=sum(columns[4]) / len(keys),
+        spreads=(Spread.of(columns[0]), Spread.of(columns[1]), Spread.of(columns[2]), Spread.of(columns[3])),
+    )
+
+
+def merged_profiles(
+    parts: Iterable[ProfileAccumulator], prefix: str, from_ms: int | None, to_ms: int | None
+) -> ProfileAccumulator:
+    """One accumulator holding all of `parts`."""
+    total = ProfileAccumulator(prefix, from_ms, to_ms)
+    for part in parts:
+        total.merge(part)
+    return total

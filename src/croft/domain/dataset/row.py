@@ -1,0 +1,79 @@
+"""The dataset row: one process in one poll, exactly as dataset.md describes it.
+
+Field order here is the key order on disk; `croft.domain.dataset.codec` owns the JSON shape.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import attrs
+
+Workload = Literal["gpu-onset", "gpu-held", "no-gpu"]
+WORKLOADS: tuple[Workload, ...] = ("gpu-onset", "gpu-held", "no-gpu")
+GPU_WORKLOADS: frozenset[str] = frozenset({"gpu-onset", "gpu-held"})
+
+
+@attrs.frozen
+class Process:
+    """Who the row is about. `container_id` is None for a host process (its `cwd` names the project);
+    `framework` is None when the catalog matched nothing (the key is then left out)."""
+
+    comm: str
+    exe: str
+    cgroup: str
+    container_id: str | None
+    cwd: str
+    framework: str | None = None
+
+
+@attrs.frozen
+class Usage:
+    """What the process did over the poll interval; every `_s` field is per second."""
+
+    cpu_cores: float
+    rss_bytes: int
+    threads: int
+    ctx_voluntary_s: float
+    ctx_involuntary_s: float
+    read_bytes_s: float
+    write_bytes_s: float
+    network_rx_bytes_s: float
+    network_tx_bytes_s: float
+    runqueue_s: float
+
+
+@attrs.frozen
+class CgroupUsage:
+    """What the process's cgroup felt over the poll interval; `*_pressure_avg10` are PSI percentages."""
+
+    cpu_cores: float
+    cpu_throttled_fraction: float
+    memory_bytes: int
+    oom_kills: int
+    cpu_pressure_avg10: float
+    memory_pressure_avg10: float
+    io_pressure_avg10: float
+
+
+@attrs.frozen
+class SyscallRate:
+    name: str
+    rate_per_sec: float
+
+
+@attrs.frozen
+class Row:
+    """One JSON line of the dataset. `ioctl_count` and `since_last_gpu_ioctl_ms` are both None for a
+    process that never touched a GPU; `label` is None outside labelled experiments."""
+
+    unix_ms: int
+    tgid: int
+    process: Process
+    workload: Workload
+    usage: Usage
+    cgroup_usage: CgroupUsage
+    syscalls: tuple[SyscallRate, ...] = ()
+    ioctl_count: int | None = None
+    since_last_gpu_ioctl_ms: int | None = None
+    label: str | None = None

@@ -1,0 +1,173 @@
+"""What `croft stats` computes from a dataset: mergeable accumulators and the summary they yield.
+
+A reader feeds an accumulator batches of decoded rows (views) of one node; accumulators of
+different files, parts and worker processes merge into one, in any order, with the same result
+(up to float addition order in the syscall means). Distinct sets hold ints per node, not strings.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from itertools import chain
+from operator import attrgetter
+from typing import Any
+
+import attrs
+
+from croft.domain.dataset.row import WORKLOADS
+from croft.domain.dataset.skips import SkipTally
+from croft.domain.dataset.views import ProcessIds, StatsSyscallsView, StatsView
+
+BUSIEST_SYSCALLS = 10
+
+_process = attrgetter("process")
+_unix_ms = attrgetter("unix_ms")
+_tgid = attrgetter("tgid")
+_workload = attrgetter("workload")
+_syscalls = attrgetter("syscalls")
+
+
+@attrs.frozen
+class FileFacts:
+    """The files a summary was read from: how many, how many of them zstd, and bytes on disk."""
+
+    files: int
+    compressed: int
+    bytes_on_disk: int
+
+
+@attrs.frozen
+class Stats:
+    """A dataset's summary. `first_ms`/`last_ms` are None only when `rows` is 0; `workloads` and
+    `frameworks` are (name, count) pairs sorted by name; `busiest_syscalls` are (name, mean rate
+    per poll in calls/s) pairs, busiest first, equal means in name order, where the mean is the
+    rate summed over a poll's rows, averaged over every poll of the dataset; empty when they were
+    not computed."""
+
+    files: FileFacts
+    rows: int
+    skipped_lines: int
+    first_ms: int | None
+    last_ms: int | None
+    polls: int
+    nodes: tuple[str, ...]
+    containers: int
+    processes: int
+    workloads: tuple[tuple[str, int], ...]
+    frameworks: tuple[tuple[str, int], ...]
+    busiest_syscalls: tuple[tuple[str, float], ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """The `croft stats --json` object, with exactly the keys of the issue."""
+        return {
+            "files": self.files.files,
+            "bytes": self.files.bytes_on_disk,
+            "rows": self.rows,
+            "skipped_lines": self.skipped_lines,
+            "first_ms": self.first_ms,
+            "last_ms": self.last_ms,
+            "polls": self.polls,
+            "nodes": list(self.nodes),
+            "containers": self.containers,
+            "processes": self.processes,
+            "workloads": dict(self.workloads),
+            "frameworks": dict(self.frameworks),
+        }
+
+
+class StatsAccumulator:
+    """Running totals for `Stats`. Polls are distinct (node, unix_ms), processes distinct
+    (node, tgid), containers distinct non-null container ids over all nodes, frameworks count the
+    distinct containers seen with each framework. Syscall sums are kept only when `syscalls`."""
+
+    def __init__(self, syscalls: bool = False) -> None:
+        self.syscalls = syscalls
+        self.rows = 0
+        self.first_ms: int | None = None
+        self.last_ms: int | None = None
+        self.polls: dict[str, set[int]] = {}
+        self.tgids: dict[str, set[int]] = {}
+        self.processes: set[ProcessIds] = set()  # distinct (container_id, framework)
+        self.workloads: Counter[str] = Counter()
+        self.syscall_sums: defaultdict[str, float] = defaultdict(float)
+        self.skips = SkipTally()
+
+    def add(self, node: str, views: Sequence[StatsView] | Sequence[StatsSyscallsView]) -> None:
+        """Count one batch of rows read on `node`: a few C-level passes over the batch, and with
+        `syscalls` one Python loop over its syscall entries."""
+        if not views:
+            return
+        self.rows += len(views)
+        times = set(map(_unix_ms, views))
+        low, high = min(times), max(times)
+        self.first_ms = low if self.first_ms is None else min(self.first_ms, low)
+        self.last_ms = high if self.last_ms is None else max(self.last_ms, high)
+        polls = self.polls.get(node)
+        if polls is None:
+            polls = self.polls[node] = set()
+            self.tgids[node] = set()
+        polls.update(times)
+        self.tgids[node].update(map(_tgid, views))
+        self.processes.update(map(_process, views))
+        workloads = list(map(_workload, views))
+        for workload in WORKLOADS:  # the views admit only these; a list count is a C loop
+            if found := workloads.count(workload):
+                self.workloads[workload] += found
+        if self.syscalls:
+            sums = self.syscall_sums
+            for call in chain.from_iterable(map(_syscalls, views)):
+                sums[call.name] += call.rate_per_sec
+
+    def merge(self, other: StatsAccumulator) -> None:
+        """Fold `other` (of any files, any nodes) into this one."""
+        self.rows += other.rows
+        if other.first_ms is not None:
+            self.first_ms = other.first_ms if self.first_ms is None else min(self.first_ms, other.first_ms)
+        if other.last_ms is not None:
+            self.last_ms = other.last_ms if self.last_ms is None else max(self.last_ms, other.last_ms)
+        for mine, theirs in ((self.polls, other.polls), (self.tgids, other.tgids)):
+            for node, values in theirs.items():
+                mine.setdefault(node, set()).update(values)
+        self.processes |= other.processes
+        self.workloads.update(other.workloads)
+        for name, rate in other.syscall_sums.items():
+            self.syscall_sums[name] += rate
+        self.skips.merge(other.skips)
+
+    def summary(self, files: FileFacts) -> Stats:
+        polls = sum(len(times) for times in self.polls.values())
+        containers = {p.container_id for p in self.processes if p.container_id is not None}
+        frameworks = Counter(
+            p.framework for p in self.processes if p.framework is not None and p.container_id is not None
+        )
+        means = ((name, total / polls) for name, total in self.syscall_sums.items()) if polls else ()
+        # By the mean reported, not the sum: two sums a few ulps apart can divide to one mean, and
+        # the names of equal means must then come in name order.
+        busiest = tuple(sorted(means, key=_busiest_first)[:BUSIEST_SYSCALLS])
+        return Stats(
+            files=files,
+            rows=self.rows,
+            skipped_lines=self.skips.total_lines,
+            first_ms=self.first_ms,
+            last_ms=self.last_ms,
+            polls=polls,
+            nodes=tuple(sorted(node for node, times in self.polls.items() if times)),
+            containers=len(containers),
+            processes=sum(len(tgids) for tgids in self.tgids.values()),
+            workloads=tuple(sorted(self.workloads.items())),
+            frameworks=tuple(sorted(frameworks.items())),
+            busiest_syscalls=busiest,
+        )
+
+
+def _busiest_first(item: tuple[str, float]) -> tuple[float, str]:
+    return -item[1], item[0]
+
+
+def merged(accumulators: Iterable[StatsAccumulator]) -> StatsAccumulator:
+    """One accumulator holding all of `accumulators`."""
+    total = StatsAccumulator()
+    for part in accumulators:
+        total.merge(part)
+    return total

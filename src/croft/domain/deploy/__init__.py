@@ -1,0 +1,1 @@
+"""croft deploy: the manifests and docker arguments, and readings of cluster objects."""

@@ -1,0 +1,1 @@
+"""/metrics: the series names, the series of a poll, and the text exposition."""

@@ -1,0 +1,79 @@
+"""The names of the Prometheus series `croft run --metrics-addr` serves; `croft scale` reads them.
+
+One place for both sides: the collector exports exactly these names and labels, the scaler and the
+tests look them up here. Every value is a gauge of the newest poll unless its name ends in `_total`
+(a counter since the collector started). Rates are per second over the last poll interval.
+
+Per container (label `container_id`: the 64-hex id of dataset.md, the same string a pod's
+`status.containerStatuses[].containerID` carries after its `containerd://` or `docker://` scheme;
+empty for a watched host cgroup) and label `cgroup` (the container's cgroup path as rows write it):
+
+| name | labels | unit |
+| --- | --- | --- |
+| `croft_container_syscall_rate` | container_id, syscall | syscalls/s, summed over the container's processes |
+| `croft_container_cpu_cores` | container_id | CPU seconds per second (cgroup) |
+| `croft_container_memory_bytes` | container_id | bytes (cgroup memory.current) |
+| `croft_container_cpu_throttled_fraction` | container_id | share of the poll's CPU periods throttled, 0..1 |
+| `croft_container_pressure_avg10` | container_id, resource (cpu, memory, io) | PSI `some avg10`, percent |
+
+A container that was not seen in the newest poll disappears from the exposition (bounded cardinality);
+each container carries its busiest `SYSCALLS_PER_CONTAINER` syscalls by name and the rest summed
+under `syscall="other"` (see `croft.domain.metrics.series`).
+
+The collector's own health:
+
+| name | unit |
+| --- | --- |
+| `croft_poll_duration_seconds` | seconds the newest poll took |
+| `croft_last_poll_timestamp_seconds` | unix time of the newest poll, seconds |
+| `croft_rows_written_total` | rows written to the dataset |
+| `croft_rows_dropped_total` | rows dropped (sink backlog, encode errors) |
+| `croft_map_drops_total` | eBPF events lost (ring buffer or map full) |
+| `croft_compression_backlog_segments` | closed segments waiting to be compressed |
+| `croft_compression_failures_total` | segment compressions that failed (retried later) |
+
+`croft scale` needs `croft_container_syscall_rate` and `croft_last_poll_timestamp_seconds`: the latter
+tells it how old the collector's numbers are.
+"""
+
+from __future__ import annotations
+
+CONTAINER_SYSCALL_RATE = "croft_container_syscall_rate"
+CONTAINER_CPU_CORES = "croft_container_cpu_cores"
+CONTAINER_MEMORY_BYTES = "croft_container_memory_bytes"
+CONTAINER_CPU_THROTTLED_FRACTION = "croft_container_cpu_throttled_fraction"
+CONTAINER_PRESSURE_AVG10 = "croft_container_pressure_avg10"
+
+POLL_DURATION_SECONDS = "croft_poll_duration_seconds"
+LAST_POLL_TIMESTAMP_SECONDS = "croft_last_poll_timestamp_seconds"
+ROWS_WRITTEN_TOTAL = "croft_rows_written_total"
+ROWS_DROPPED_TOTAL = "croft_rows_dropped_total"
+MAP_DROPS_TOTAL = "croft_map_drops_total"
+COMPRESSION_BACKLOG_SEGMENTS = "croft_compression_backlog_segments"
+COMPRESSION_FAILURES_TOTAL = "croft_compression_failures_total"
+
+LABEL_CONTAINER_ID = "container_id"
+LABEL_SYSCALL = "syscall"
+LABEL_RESOURCE = "resource"
+LABEL_CGROUP = "cgroup"
+OTHER_SYSCALLS = "other"
+SYSCALLS_PER_CONTAINER = 24
+PRESSURE_RESOURCES: tuple[str, ...] = ("cpu", "memory", "io")
+
+HELP: dict[str, str] = {
+    CONTAINER_SYSCALL_RATE: "Syscalls per second of the container's processes in the last poll, by syscall.",
+    CONTAINER_CPU_CORES: "CPU seconds per second the container's cgroup used over the last poll.",
+    CONTAINER_MEMORY_BYTES: "Memory the container's cgroup holds, bytes.",
+    CONTAINER_CPU_THROTTLED_FRACTION: "Share of the last poll's CPU periods the cgroup was throttled in.",
+    CONTAINER_PRESSURE_AVG10: "PSI some avg10 of the container's cgroup, percent, by resource.",
+    POLL_DURATION_SECONDS: "Seconds the newest poll took.",
+    LAST_POLL_TIMESTAMP_SECONDS: "Unix time of the newest poll, seconds.",
+    ROWS_WRITTEN_TOTAL: "Rows written to the dataset since the collector started.",
+    ROWS_DROPPED_TOTAL: "Rows dropped since the collector started.",
+    MAP_DROPS_TOTAL: "eBPF events lost since the collector started.",
+    COMPRESSION_BACKLOG_SEGMENTS: "Closed dataset segments waiting to be compressed.",
+    COMPRESSION_FAILURES_TOTAL: "Segment compressions that failed since the collector started.",
+}
+
+COLLECTOR_POLL_S = 2.0
+"""How often `croft run` polls: the staleness rule of `croft scale` allows two of these."""

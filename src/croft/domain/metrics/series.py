@@ -1,0 +1,185 @@
+"""The series `croft run --metrics-addr` serves, from the newest poll: a pure function.
+
+`series(poll, rows, health, previous) -> (samples, memory)` turns the poll's rows and the collector's
+health counters into the samples of `croft.domain.metrics.names`, in a fixed order, labels sorted.
+
+A *group* is one container (every row with that container id, all its processes together) or, for
+watched host processes, one cgroup (`container_id=""`). Its cgroup gauges come from the row of its
+shortest cgroup path (the container's own cgroup), its syscall rates are summed over its rows.
+
+Cardinality is bounded by the newest poll:
+- a group is served when it has a row in this poll, or when it had one before and a process of it
+  is still in this poll. That second case is an idle group (idle processes get a row only once every
+  `IDLE_EVERY` polls, see `croft.domain.collector.selection`) or one whose processes have no rate yet: it is
+  served with no syscall series (its rate is 0: `croft scale` still sees the container through its
+  CPU series), CPU 0 and its last memory and pressure, so it does not blink in and out of Prometheus;
+- a group none of whose processes is in the poll disappears;
+- a group carries its `SYSCALLS_PER_CONTAINER` busiest syscalls (ties by name) and the rest summed
+  under `syscall="other"`: at most 25 syscall series, 31 series in all, per group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+import attrs
+
+from croft.domain.collector.container import display_path, membership_container_id
+from croft.domain.collector.rates import PER_S_DIGITS
+from croft.domain.collector.snapshot import CgroupMembership, Poll
+from croft.domain.dataset.row import Row
+from croft.domain.metrics import names as names
+from croft.domain.metrics.exposition import Sample
+
+GroupKey = tuple[str, str]
+"""(container id, "") for a container, ("", cgroup path) for a watched host cgroup."""
+
+
+@attrs.frozen
+class GroupValues:
+    """What one group's series say. `syscalls` are (name, calls/s), busiest first, `other` last."""
+
+    container_id: str
+    cgroup: str
+    syscalls: tuple[tuple[str, float], ...]
+    cpu_cores: float
+    cpu_throttled_fraction: float
+    memory_bytes: int
+    pressure_avg10: tuple[float, float, float]  # cpu, memory, io, in PRESSURE_RESOURCES order
+
+
+@attrs.frozen
+class Health:
+    """What the shell measured or counted: seconds the poll took, the dataset writer's counters."""
+
+    poll_duration_s: float
+    rows_written_total: int
+    rows_dropped_total: int
+    compression_backlog_segments: int
+    compression_failures_total: int
+
+
+@attrs.frozen
+class MetricsMemory:
+    """What the series remember between polls: the groups served last, eBPF drops so far."""
+
+    groups: Mapping[GroupKey, GroupValues] = attrs.field(factory=dict)
+    map_drops_total: int = 0
+
+
+def top_syscalls(
+    totals: Mapping[str, float], limit: int = names.SYSCALLS_PER_CONTAINER
+) -> tuple[tuple[str, float], ...]:
+    """The `limit` busiest syscalls of `totals` (calls/s; ties by name), then the rest summed as
+    `other` when there is a rest (a syscall itself named `other` always counts as rest, so no two
+    series share a label set). Zero rates are left out; the total is kept."""
+    other = names.OTHER_SYSCALLS
+    ordered = sorted(
+        ((n, r) for n, r in totals.items() if r > 0 and n != other), key=lambda item: (-item[1], item[0])
+    )
+    kept = tuple((n, round(r, PER_S_DIGITS)) for n, r in ordered[:limit])
+    rest = [r for _, r in ordered[limit:]]
+    if totals.get(other, 0.0) > 0:
+        rest.append(totals[other])
+    if not rest:
+        return kept
+    return (*kept, (other, round(sum(rest), PER_S_DIGITS)))
+
+
+def label_text(text: str) -> str:
+    """`text` as a label value can carry it: valid UTF-8 (a lone surrogate, which a replayed trace
+    can hold, becomes `?`). Quotes, backslashes and newlines are the exposition's to escape."""
+    return text if text.isascii() else text.encode("utf-8", "replace").decode("utf-8")
+
+
+def _row_key(row: Row) -> GroupKey:
+    cid = row.process.container_id
+    return (cid, "") if cid else ("", row.process.cgroup)
+
+
+def _membership_key(membership: CgroupMembership) -> GroupKey:
+    cid = membership_container_id(membership)
+    return (cid, "") if cid else ("", display_path(membership))
+
+
+def groups_of(rows: Iterable[Row]) -> dict[GroupKey, GroupValues]:
+    """Each group of `rows` with its summed syscalls and its own cgroup's gauges."""
+    members: dict[GroupKey, list[Row]] = {}
+    for row in rows:
+        members.setdefault(_row_key(row), []).append(row)
+    out: dict[GroupKey, GroupValues] = {}
+    for key, group_rows in members.items():
+        own = min(group_rows, key=lambda r: (len(r.process.cgroup), r.process.cgroup))
+        totals: dict[str, float] = {}
+        for row in group_rows:
+            for call in row.syscalls:
+                name = label_text(call.name)
+                totals[name] = totals.get(name, 0.0) + call.rate_per_sec
+        usage = own.cgroup_usage
+        out[key] = GroupValues(
+            container_id=label_text(key[0]),
+            cgroup=label_text(own.process.cgroup),
+            syscalls=top_syscalls(totals),
+            cpu_cores=usage.cpu_cores,
+            cpu_throttled_fraction=usage.cpu_throttled_fraction,
+            memory_bytes=usage.memory_bytes,
+            pressure_avg10=(usage.cpu_pressure_avg10, usage.memory_pressure_avg10, usage.io_pressure_avg10),
+        )
+    return out
+
+
+def _quiet(values: GroupValues) -> GroupValues:
+    return attrs.evolve(values, syscalls=(), cpu_cores=0.0, cpu_throttled_fraction=0.0)
+
+
+def series(
+    poll: Poll, rows: Sequence[Row], health: Health, previous: MetricsMemory
+) -> tuple[tuple[Sample, ...], MetricsMemory]:
+    """The samples of /metrics after `poll` (whose rows are `rows`) and the memory for the next."""
+    groups = groups_of(rows)
+    missing = [key for key in previous.groups if key not in groups]
+    if missing:
+        alive = {_membership_key(m) for m in {p.cgroups for p in poll.processes}}
+        for key in missing:
+            if key in alive:
+                groups[key] = _quiet(previous.groups[key])
+    memory = MetricsMemory(groups, previous.map_drops_total + max(poll.kernel.dropped_entries, 0))
+    return _samples(groups, poll.at.unix_ms, health, memory.map_drops_total), memory
+
+
+def _samples(
+    groups: Mapping[GroupKey, GroupValues], unix_ms: int, health: Health, map_drops_total: int
+) -> tuple[Sample, ...]:
+    ordered = [groups[key] for key in sorted(groups)]
+    out: list[Sample] = []
+    for group in ordered:
+        for syscall, rate in group.syscalls:
+            labels = _labels(group, (names.LABEL_SYSCALL, syscall))
+            out.append(Sample(names.CONTAINER_SYSCALL_RATE, labels, rate))
+    out.extend(Sample(names.CONTAINER_CPU_CORES, _labels(g), g.cpu_cores) for g in ordered)
+    out.extend(Sample(names.CONTAINER_MEMORY_BYTES, _labels(g), float(g.memory_bytes)) for g in ordered)
+    throttled = names.CONTAINER_CPU_THROTTLED_FRACTION
+    out.extend(Sample(throttled, _labels(g), g.cpu_throttled_fraction) for g in ordered)
+    for group in ordered:
+        for resource, avg10 in zip(names.PRESSURE_RESOURCES, group.pressure_avg10, strict=True):
+            labels = _labels(group, (names.LABEL_RESOURCE, resource))
+            out.append(Sample(names.CONTAINER_PRESSURE_AVG10, labels, avg10))
+    out.extend(
+        Sample(name, (), float(value))
+        for name, value in (
+            (names.POLL_DURATION_SECONDS, health.poll_duration_s),
+            (names.LAST_POLL_TIMESTAMP_SECONDS, unix_ms / 1000),
+            (names.ROWS_WRITTEN_TOTAL, health.rows_written_total),
+            (names.ROWS_DROPPED_TOTAL, health.rows_dropped_total),
+            (names.MAP_DROPS_TOTAL, map_drops_total),
+            (names.COMPRESSION_BACKLOG_SEGMENTS, health.compression_backlog_segments),
+            (names.COMPRESSION_FAILURES_TOTAL, health.compression_failures_total),
+        )
+    )
+    return tuple(out)
+
+
+def _labels(group: GroupValues, *extra: tuple[str, str]) -> tuple[tuple[str, str], ...]:
+    """The group's labels plus `extra`, sorted by name (as `Sample` wants them)."""
+    base = ((names.LABEL_CGROUP, group.cgroup), (names.LABEL_CONTAINER_ID, group.container_id))
+    return tuple(sorted((*base, *extra)))
