@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -178,3 +179,31 @@ def test_linger_without_metrics_or_negative_is_one_sentence(tmp_path: Path, extr
     assert done.stderr.strip().splitlines() == [
         "croft: --linger takes seconds >= 0 and needs --replay and --metrics-addr"
     ]
+
+
+def test_promtool_finds_no_problem_in_croft_runs_real_body(croft_metrics: str) -> None:
+    """`promtool check metrics` (Prometheus's own linter: naming, units, counters' _total, HELP)
+    on the body croft run serves, self-metrics and histogram included."""
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool is not installed; scripts/system-deps.sh installs Debian's prometheus")
+    body = httpx.get(croft_metrics, timeout=10).content
+    for expected in ("croft_build_info{version=", "process_cpu_seconds_total", "croft_poll_seconds_bucket"):
+        assert expected.encode() in body
+    checked = subprocess.run([promtool, "check", "metrics"], input=body, capture_output=True, timeout=60)
+    assert checked.returncode == 0, (checked.stdout + checked.stderr).decode()
+    assert (checked.stdout + checked.stderr).strip() == b""
+
+
+def test_healthz_and_the_landing_page_of_croft_run(croft_metrics: str) -> None:
+    base = croft_metrics.removesuffix("/metrics")
+    answer = httpx.get(base + "/healthz", timeout=10)
+    # The replay's polls ended when it started lingering: current for 10 s, then stale.
+    if answer.status_code == 200:
+        assert answer.text.startswith("ok: last poll ")
+    else:
+        assert answer.status_code == 503 and answer.text.startswith("stale: last poll "), answer.text
+    page = httpx.get(base + "/", timeout=10)
+    assert page.status_code == 200
+    for link in ("/metrics", "/healthz", "/dataset"):
+        assert f'<a href="{link}">' in page.text

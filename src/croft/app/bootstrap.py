@@ -10,6 +10,7 @@ from pathlib import Path
 
 import attrs
 
+from croft import __version__
 from croft.adapters.dataset.writer import DatasetWriter
 from croft.adapters.host.cgroupfs import CgroupFS
 from croft.adapters.host.cgroupns import find_namespace_root
@@ -18,6 +19,7 @@ from croft.adapters.host.poller import LiveSource, UnavailableGpu
 from croft.adapters.host.procfs import ProcFS
 from croft.adapters.host.trace import TraceRecorder, read_trace, recorded_watch, trace_files
 from croft.adapters.http.metrics import CONTENT_TYPE, SnapshotCollector, exposition_body, metrics_registry
+from croft.adapters.http.pages import healthz, landing_page
 from croft.adapters.http.server import HttpServer, Response
 from croft.app.collector import Pipeline, PollObserver
 from croft.app.metrics_publisher import MetricsPublisher
@@ -95,15 +97,22 @@ def build_pipeline(
 def build_http_server(address: str, dataset: Path | None = None) -> tuple[HttpServer, SnapshotCollector]:
     """The collector's HTTP server on `--metrics-addr`, listening (a `UserError` when it cannot)
     and serving its routes: /metrics from the returned collector, which the poll loop publishes to;
+    /healthz (200 while polls are current, 503 before the first and once stale); a landing page at /;
     with `dataset` (the live file), the read-only dataset endpoint /dataset of its directory."""
     server = HttpServer.bind(address)
     if dataset is not None:
         from croft.adapters.dataset.endpoint import DatasetEndpoint
 
         DatasetEndpoint(dataset).register(server)
-    metrics = SnapshotCollector()
-    registry = metrics_registry(metrics)
+    clock = SystemClock()
+    metrics = SnapshotCollector(lambda: clock.now().monotonic_ns)
+    registry = metrics_registry(metrics, __version__)
     server.route("/metrics", lambda _: Response(200, CONTENT_TYPE, exposition_body(registry)))
+    server.route("/healthz", healthz(lambda: metrics.last_publish_ns, lambda: clock.now().monotonic_ns))
+    links = [("/metrics", "Prometheus metrics"), ("/healthz", "200 while polls are current, 503 when stale")]
+    if dataset is not None:
+        links.append(("/dataset", "the read-only dataset endpoint (croft collect)"))
+    server.route("/", landing_page(__version__, tuple(links)))
     server.start()
     return server, metrics
 

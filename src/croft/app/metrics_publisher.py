@@ -52,4 +52,4 @@ class MetricsPublisher:
             compression_failures_total=counters.compression_failures,
         )
         samples, self._memory = series(poll, rows, health, self._memory)
-        self._collector.publish(samples)
+        self._collector.publish(samples, health.poll_duration_s)

@@ -31,6 +31,10 @@ The collector's own health:
 | `croft_map_drops_total` | eBPF events lost (ring buffer or map full) |
 | `croft_compression_backlog_segments` | closed segments waiting to be compressed |
 | `croft_compression_failures_total` | segment compressions that failed (retried later) |
+| `croft_poll_seconds` | histogram of poll durations since the collector started |
+| `croft_build_info` | 1, label `version` |
+
+and prometheus_client's `process_*` metrics of the collector process itself.
 
 `croft scale` needs `croft_container_syscall_rate` and `croft_last_poll_timestamp_seconds`: the latter
 tells it how old the collector's numbers are.
@@ -51,6 +55,8 @@ ROWS_DROPPED_TOTAL = "croft_rows_dropped_total"
 MAP_DROPS_TOTAL = "croft_map_drops_total"
 COMPRESSION_BACKLOG_SEGMENTS = "croft_compression_backlog_segments"
 COMPRESSION_FAILURES_TOTAL = "croft_compression_failures_total"
+POLL_SECONDS = "croft_poll_seconds"
+BUILD = "croft_build"  # prometheus_client's Info writes it as croft_build_info
 
 LABEL_CONTAINER_ID = "container_id"
 LABEL_SYSCALL = "syscall"
@@ -73,6 +79,7 @@ HELP: dict[str, str] = {
     MAP_DROPS_TOTAL: "eBPF events lost since the collector started.",
     COMPRESSION_BACKLOG_SEGMENTS: "Closed dataset segments waiting to be compressed.",
     COMPRESSION_FAILURES_TOTAL: "Segment compressions that failed since the collector started.",
+    POLL_SECONDS: "Seconds each poll took, from reading the sources to writing its rows.",
 }
 
 COLLECTOR_POLL_S = 2.0

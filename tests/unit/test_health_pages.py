@@ -1,0 +1,103 @@
+"""/healthz and the landing page: the pure staleness rule, and both pages served by the real HTTP
+server with a hand-driven monotonic clock."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from croft.adapters.http.metrics import SnapshotCollector, exposition_body, metrics_registry
+from croft.adapters.http.pages import healthz, landing_page
+from croft.adapters.http.server import HttpServer
+from croft.domain.metrics.health import STALE_AFTER_NS, health
+
+S = 1_000_000_000
+
+
+def test_no_poll_yet_is_503_and_says_starting() -> None:
+    answer = health(None, 5 * S)
+    assert (answer.status, answer.text) == (503, "no poll yet: the collector is starting")
+
+
+def test_current_then_stale() -> None:
+    assert health(100 * S, 102 * S) == health(100 * S, 102 * S)
+    assert health(100 * S, 102 * S).status == 200
+    assert health(100 * S, 102 * S).text == "ok: last poll 2.0 s ago"
+    assert health(100 * S, 100 * S + STALE_AFTER_NS - 1).status == 200
+    stale = health(100 * S, 100 * S + STALE_AFTER_NS)
+    assert (stale.status, stale.text) == (503, "stale: last poll 10.0 s ago, more than 10 s")
+
+
+@given(st.integers(0, 10**12), st.integers(0, 10**12))
+def test_200_exactly_while_younger_than_the_limit(last: int, elapsed: int) -> None:
+    assert (health(last, last + elapsed).status == 200) == (elapsed < STALE_AFTER_NS)
+
+
+class HandClock:
+    def __init__(self) -> None:
+        self.ns = 1_000 * S
+
+    def __call__(self) -> int:
+        return self.ns
+
+
+@pytest.fixture
+def served() -> Iterator[tuple[str, SnapshotCollector, HandClock]]:
+    clock = HandClock()
+    collector = SnapshotCollector(clock)
+    registry = metrics_registry(collector, "9.9.9")
+    server = HttpServer.bind("127.0.0.1:0")
+    server.route("/healthz", healthz(lambda: collector.last_publish_ns, clock))
+    server.route("/", landing_page("9.9.9", (("/metrics", "Prometheus metrics"), ("/healthz", "health"))))
+    server.start()
+    host, port = server.address
+    try:
+        yield f"http://{host}:{port}", collector, clock
+        assert "croft_build_info" in exposition_body(registry).decode()
+    finally:
+        server.close()
+
+
+def test_healthz_follows_the_published_polls(served: tuple[str, SnapshotCollector, HandClock]) -> None:
+    base, collector, clock = served
+    first = httpx.get(base + "/healthz")
+    assert (first.status_code, first.text) == (503, "no poll yet: the collector is starting\n")
+    collector.publish((), 0.05)
+    clock.ns += 3 * S
+    assert (httpx.get(base + "/healthz").status_code, httpx.get(base + "/healthz").text) == (
+        200,
+        "ok: last poll 3.0 s ago\n",
+    )
+    clock.ns += 30 * S  # the poll loop stopped publishing
+    stale = httpx.get(base + "/healthz")
+    assert stale.status_code == 503 and stale.text.startswith("stale: last poll 33.0 s ago")
+    collector.publish((), 0.05)
+    assert httpx.get(base + "/healthz").status_code == 200
+
+
+def test_the_landing_page_links_the_routes_and_only_at_root(
+    served: tuple[str, SnapshotCollector, HandClock],
+) -> None:
+    base, _, _ = served
+    page = httpx.get(base + "/")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert '<a href="/metrics">/metrics</a>' in page.text and "version 9.9.9" in page.text
+    assert httpx.get(base + "/nothing-here").status_code == 404
+
+
+def test_build_info_process_metrics_and_the_poll_histogram() -> None:
+    collector = SnapshotCollector()
+    registry = metrics_registry(collector, "1.2.3")
+    for seconds in (0.02, 0.3, 3.0):
+        collector.publish((), seconds)
+    text = exposition_body(registry).decode()
+    assert 'croft_build_info{version="1.2.3"} 1.0' in text
+    assert "process_resident_memory_bytes " in text and "process_cpu_seconds_total " in text
+    assert 'croft_poll_seconds_bucket{le="0.025"} 1.0' in text
+    assert 'croft_poll_seconds_bucket{le="0.5"} 2.0' in text
+    assert 'croft_poll_seconds_bucket{le="+Inf"} 3.0' in text
+    assert "croft_poll_seconds_count 3.0" in text
