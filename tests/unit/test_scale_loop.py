@@ -14,8 +14,10 @@ from typing import Any
 import httpx
 import pytest
 
-from croft.adapters.kube.scale_api import KubeClient, KubeDenied, KubeUnreachable
+from croft.adapters.kube.port import Denied, Unreachable
+from croft.adapters.kube.scale_api import KubeClient
 from croft.app.scale_loop import ScaleLoop, Target
+from croft.domain.collector.snapshot import Instant
 from croft.domain.scaling.decision import ScaleConfig
 from croft.domain.scaling.record import decode_poll, replay
 from croft.errors import UserError
@@ -24,10 +26,6 @@ from tests.unit.scale_helpers import CALLS_PER_REQUEST, cid, collector_body
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = ScaleConfig("sendto", CALLS_PER_REQUEST, 50)
 TARGET = Target("croft-exp", "webapp", "croft", "app.kubernetes.io/name=croft-collector", 9464)
-
-
-class Down(Exception):
-    pass
 
 
 class FakeCluster:
@@ -43,9 +41,9 @@ class FakeCluster:
 
     def deployment(self, namespace: str, name: str) -> Mapping[str, Any]:
         if self.down:
-            raise Down("connection refused")
+            raise Unreachable("connection refused")
         if self.denied:
-            raise KubeDenied("the Kubernetes API denied get deployment croft-exp/webapp (HTTP 403): grant it")
+            raise Denied("the Kubernetes API denied get deployment croft-exp/webapp (HTTP 403): grant it")
         containers = [{"name": "web", "resources": {"limits": {"cpu": "1"}}}]
         return {
             "metadata": {"name": name, "namespace": namespace},
@@ -72,12 +70,15 @@ class FakeClock:
     def __init__(self, cluster: FakeCluster) -> None:
         self.cluster = cluster
 
-    def now_ms(self) -> int:
-        return self.cluster.now_ms
+    def now(self) -> Instant:
+        return Instant(unix_ms=self.cluster.now_ms, monotonic_ns=self.cluster.now_ms * 1_000_000)
 
-    def sleep_until_ms(self, deadline_ms: int) -> bool:
-        self.cluster.now_ms = deadline_ms
+    def sleep_until(self, monotonic_ns: int) -> bool:
+        self.cluster.now_ms = monotonic_ns // 1_000_000
         return True
+
+    def wake(self) -> None:
+        pass
 
 
 def loop(
@@ -85,9 +86,8 @@ def loop(
 ) -> tuple[ScaleLoop, list[str]]:
     lines: list[str] = []
     scaler = ScaleLoop(
-        TARGET, CONFIG, cluster, cluster, FakeClock(cluster), dry_run=dry_run, log=lines.append,
-        record=record, unreachable=(Down,), denied=(KubeDenied,), fatal=(KubeDenied,),
-    )  # fmt: skip
+        TARGET, CONFIG, cluster, FakeClock(cluster), dry_run=dry_run, log=lines.append, record=record
+    )
     return scaler, lines
 
 
@@ -217,9 +217,7 @@ def test_client_names_a_denied_verb() -> None:
         return httpx.Response(403, json={"message": "forbidden"})
 
     client = KubeClient("http://api", transport=httpx.MockTransport(handler), sleep=lambda _: None)
-    with pytest.raises(
-        KubeDenied, match=r"^the Kubernetes API denied patch deployments/scale croft-exp/webapp"
-    ):
+    with pytest.raises(Denied, match=r"^the Kubernetes API denied patch deployments/scale croft-exp/webapp"):
         client.patch_scale("croft-exp", "webapp", 3)
     client.close()
 
@@ -230,7 +228,7 @@ def test_client_gives_up_on_a_closed_port_with_one_sentence() -> None:
         port = sock.getsockname()[1]
     client = KubeClient(f"http://127.0.0.1:{port}", sleep=lambda _: None)
     with pytest.raises(
-        KubeUnreachable, match=rf"^cannot list pods in ns matching a=b through http://127.0.0.1:{port}"
+        Unreachable, match=rf"^cannot list pods in ns matching a=b through http://127.0.0.1:{port}"
     ):
         client.pods("ns", "a=b")
     client.close()

@@ -86,18 +86,17 @@ def _targets(
         yield sorted(targets, key=lambda t: t[0])
         return
 
-    from croft.adapters.kube.cluster import Kube, KubeCallError, load_configuration
+    from croft.adapters.kube.cluster import Kube, load_configuration
+    from croft.adapters.kube.port import Denied, KubeError
     from croft.domain.deploy.cluster import collector_targets
 
     kube = Kube(load_configuration(kubeconfig))
     try:
         try:
             pods = kube.pods(namespace, selector)
-        except KubeCallError as exc:
+        except KubeError as exc:
             hint = (
-                "bind the Role croft-collect to your user"
-                if exc.status in (401, 403)
-                else "check the cluster"
+                "bind the Role croft-collect to your user" if isinstance(exc, Denied) else "check the cluster"
             )
             raise UserError(f"cannot list the collector pods in {namespace}: {exc}; {hint}") from exc
         found = collector_targets(pods)

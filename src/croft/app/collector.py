@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from types import FrameType
 from typing import Protocol
 
+from croft.adapters.host.clock import Clock
 from croft.domain.collector import rows as collect
 from croft.domain.collector.snapshot import Instant, Poll
 from croft.domain.dataset.codec import encode_row
@@ -47,14 +48,6 @@ class PollObserver(Protocol):
 
 class Source(Protocol):
     def poll(self, at: Instant) -> Poll: ...
-
-
-class Clock(Protocol):
-    def now(self) -> Instant: ...
-
-    def sleep_until(self, monotonic_ns: int) -> bool: ...
-
-    def wake(self) -> None: ...
 
 
 class Pipeline:

@@ -99,7 +99,7 @@ def render_manifests(docs: tuple[dict[str, Any], ...], header: str) -> str:
 def apply_all(kube: Kube, docs: tuple[dict[str, Any], ...]) -> dict[str, str]:
     """Server-side apply each object in order, saying what each apply did (created, configured or
     unchanged); that verb by kind."""
-    from croft.adapters.kube.cluster import KubeCallError
+    from croft.adapters.kube.port import KubeError
     from croft.domain.deploy.cluster import changed, describe, object_path
 
     verbs: dict[str, str] = {}
@@ -108,7 +108,7 @@ def apply_all(kube: Kube, docs: tuple[dict[str, Any], ...]) -> dict[str, str]:
         try:
             before = kube.get(path)
             after = kube.apply(doc, path)
-        except KubeCallError as exc:
+        except KubeError as exc:
             raise UserError(f"cannot apply {describe(doc)}: {exc}; check your access to the cluster") from exc
         if before is None:
             verb = "created"
@@ -137,7 +137,7 @@ def wait_for_rollout(kube: Kube, options: DeployOptions, timeout_s: float, verb:
     it should run on; a `UserError` saying why not after `timeout_s`."""
     import time
 
-    from croft.adapters.kube.cluster import KubeCallError
+    from croft.adapters.kube.port import KubeError
     from croft.domain.deploy.cluster import rollout, why_not
     from croft.domain.deploy.manifests import APP_LABEL
 
@@ -148,7 +148,7 @@ def wait_for_rollout(kube: Kube, options: DeployOptions, timeout_s: float, verb:
     while True:
         try:
             state = rollout(kube.call("GET", path))
-        except KubeCallError as exc:
+        except KubeError as exc:
             progress.line(f"DaemonSet {options.namespace}/{APP_LABEL}: {exc}")
         if state is not None:
             progress.line(f"DaemonSet {options.namespace}/{APP_LABEL}: {state.line()}")
@@ -163,7 +163,7 @@ def wait_for_rollout(kube: Kube, options: DeployOptions, timeout_s: float, verb:
     progress.end()
     try:
         events = kube.events(options.namespace, "DaemonSet", APP_LABEL)
-    except KubeCallError:
+    except KubeError:
         events = []
     reason = why_not(state, events) if state is not None else "the DaemonSet could not be read"
     raise UserError(f"the DaemonSet was not scheduled within {timeout_s:g} s: {reason}")

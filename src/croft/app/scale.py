@@ -107,22 +107,6 @@ def _replay(path: Path, config: ScaleConfig) -> int:
     return 0
 
 
-class _WallClock:
-    """Wall time for the log and the record; sleeps on the monotonic clock (croft.adapters.host.clock)."""
-
-    def __init__(self) -> None:
-        from croft.adapters.host.clock import SystemClock
-
-        self.system = SystemClock()
-
-    def now_ms(self) -> int:
-        return self.system.now().unix_ms
-
-    def sleep_until_ms(self, deadline_ms: int) -> bool:
-        now = self.system.now()
-        return self.system.sleep_until(now.monotonic_ns + max(deadline_ms - now.unix_ms, 0) * 1_000_000)
-
-
 def _live(
     namespace: str,
     deployment: str,
@@ -135,10 +119,12 @@ def _live(
     record: Path | None,
     polls: int,
 ) -> int:
-    from croft.adapters.kube.scale_api import KubeClient, KubeDenied, KubeError, KubeNotFound, KubeUnreachable
+    from croft.adapters.host.clock import SystemClock
+    from croft.adapters.kube.port import Denied, NotFound, Unreachable
+    from croft.adapters.kube.scale_api import KubeClient
     from croft.app.scale_loop import ScaleLoop, Target
 
-    clock = _WallClock()
+    clock = SystemClock()
     client = KubeClient(api, timeout_s=min(max(config.interval_s, 1.0), 5.0))
     record_file: TextIO | None = None
     if record is not None:
@@ -147,18 +133,15 @@ def _live(
         except OSError as exc:
             raise UserError(f"cannot write --record file {record}: {exc.strerror}") from None
     target = Target(namespace, deployment, collector_namespace, collector_selector, collector_port)
-    loop = ScaleLoop(
-        target, config, client, client, clock, dry_run=dry_run, log=_print, record=record_file,
-        unreachable=(KubeUnreachable,), denied=(KubeDenied,), fatal=(KubeError,),
-    )  # fmt: skip
-    previous = signal.signal(signal.SIGTERM, lambda *_: clock.system.wake())
+    loop = ScaleLoop(target, config, client, clock, dry_run=dry_run, log=_print, record=record_file)
+    previous = signal.signal(signal.SIGTERM, lambda *_: clock.wake())
     try:
         # The first call checks what a typo or a missing Role would break, before any loop runs.
         try:
             client.deployment(namespace, deployment)
-        except (KubeDenied, KubeNotFound) as exc:
+        except (Denied, NotFound) as exc:
             raise UserError(str(exc)) from None
-        except KubeUnreachable as exc:
+        except Unreachable as exc:
             print(f"croft: {exc}; retrying every poll", file=sys.stderr, flush=True)
         loop.run(polls)
     finally:

@@ -1,7 +1,9 @@
 """The imperative shell of croft scale: gather a poll's observations, decide, carry the decision out.
 
-The decision itself is `croft.domain.scaling.decision.desired_replicas`; this module only talks to the ports
-below, so the same loop runs against the real API (croft.adapters.kube.scale_api) and against test fakes.
+The decision itself is `croft.domain.scaling.decision.desired_replicas`; this module only talks to two
+ports, the Kubernetes one (`croft.adapters.kube.port`: the calls and their errors) and the clock
+(`croft.adapters.host.clock`), so the same loop runs against the real API (croft.adapters.kube.scale_api)
+and against test fakes.
 """
 
 from __future__ import annotations
@@ -9,10 +11,12 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Protocol, TextIO
+from typing import Any, TextIO
 
 import attrs
 
+from croft.adapters.host.clock import Clock
+from croft.adapters.kube.port import Denied, KubeError, ScaleApi, Unreachable
 from croft.domain.scaling.decision import (
     CollectorScrape,
     Decision,
@@ -25,22 +29,8 @@ from croft.domain.scaling.decision import (
 )
 from croft.domain.scaling.kube import deployment_view, label_selector, pod_view
 from croft.domain.scaling.record import RecordedPoll, encode_poll
+from croft.domain.schedule import next_deadline
 from croft.errors import UserError
-
-
-class Cluster(Protocol):
-    def deployment(self, namespace: str, name: str) -> Mapping[str, Any]: ...
-    def pods(self, namespace: str, selector: str) -> list[Mapping[str, Any]]: ...
-    def patch_scale(self, namespace: str, name: str, replicas: int) -> int: ...
-
-
-class MetricsSource(Protocol):
-    def pod_metrics(self, namespace: str, pod: str, port: int, path: str = "metrics") -> str: ...
-
-
-class Clock(Protocol):
-    def now_ms(self) -> int: ...
-    def sleep_until_ms(self, deadline_ms: int) -> bool: ...
 
 
 @attrs.frozen
@@ -71,57 +61,55 @@ class ScaleLoop:
         self,
         target: Target,
         config: ScaleConfig,
-        cluster: Cluster,
-        metrics: MetricsSource,
+        kube: ScaleApi,
         clock: Clock,
         *,
         dry_run: bool,
         log: Callable[[str], None],
         record: TextIO | None = None,
-        unreachable: tuple[type[Exception], ...] = (),
-        denied: tuple[type[Exception], ...] = (),
-        fatal: tuple[type[Exception], ...] = (),
     ) -> None:
-        """`unreachable` errors of the cluster hold the poll; `fatal` ones (and `denied` ones, also
-        from a scrape) end the run as a UserError; any other scrape failure is a gap."""
+        """An `Unreachable` API holds the poll; any other `KubeError` (`Denied` too, also from a
+        scrape) ends the run as a UserError; any other scrape failure is a gap."""
         self.target, self.config = target, config
-        self._cluster, self._metrics, self._clock = cluster, metrics, clock
+        self._kube, self._clock = kube, clock
         self._dry_run, self._log, self._record = dry_run, log, record
-        self._unreachable, self._denied, self._fatal = unreachable, denied, fatal
         self.history = ScaleHistory()
+
+    def _now_ms(self) -> int:
+        return self._clock.now().unix_ms
 
     def _call(self, what: Callable[[], Any]) -> Any:
         try:
             return what()
-        except self._unreachable as exc:
+        except Unreachable as exc:
             raise ApiDown(str(exc)) from None
-        except self._fatal as exc:
+        except KubeError as exc:
             raise UserError(str(exc)) from None
 
     def _scrape(self, collector: Mapping[str, Any]) -> CollectorScrape:
         name = str((collector.get("metadata") or {}).get("name", "?"))
         phase = (collector.get("status") or {}).get("phase")
         if phase != "Running":
-            return CollectorScrape(name, self._clock.now_ms(), None, f"pod is {phase or 'without a phase'}")
+            return CollectorScrape(name, self._now_ms(), None, f"pod is {phase or 'without a phase'}")
         try:
             port = self.target.collector_port
-            body = self._metrics.pod_metrics(self.target.collector_namespace, name, port)
-        except self._denied as exc:
+            body = self._kube.pod_metrics(self.target.collector_namespace, name, port)
+        except Denied as exc:
             raise UserError(str(exc)) from None
         except Exception as exc:  # any failure of one collector is a gap, never a crash of the loop
-            return CollectorScrape(name, self._clock.now_ms(), None, str(exc) or type(exc).__name__)
-        return CollectorScrape(name, self._clock.now_ms(), body)
+            return CollectorScrape(name, self._now_ms(), None, str(exc) or type(exc).__name__)
+        return CollectorScrape(name, self._now_ms(), body)
 
     def observe(self, now_ms: int) -> tuple[DeploymentView, Observations]:
         """The Deployment, its pods and every collector's /metrics; raises ApiDown or UserError."""
         t = self.target
-        obj = self._call(lambda: self._cluster.deployment(t.namespace, t.deployment))
+        obj = self._call(lambda: self._kube.deployment(t.namespace, t.deployment))
         try:
             view, selector = deployment_view(obj), label_selector(obj)
         except ValueError as exc:
             raise UserError(f"deployment {t.namespace}/{t.deployment}: {exc}") from None
-        pods = self._call(lambda: self._cluster.pods(t.namespace, selector))
-        collectors = self._call(lambda: self._cluster.pods(t.collector_namespace, t.collector_selector))
+        pods = self._call(lambda: self._kube.pods(t.namespace, selector))
+        collectors = self._call(lambda: self._kube.pods(t.collector_namespace, t.collector_selector))
         scrapes: Sequence[CollectorScrape] = ()
         if collectors:
             with ThreadPoolExecutor(max_workers=min(len(collectors), 8)) as pool:
@@ -130,7 +118,7 @@ class ScaleLoop:
 
     def poll(self) -> Decision | None:
         """One poll; None when the API did not answer (logged; the up streak starts over)."""
-        now_ms = self._clock.now_ms()
+        now_ms = self._now_ms()
         try:
             view, observations = self.observe(now_ms)
         except ApiDown as exc:
@@ -151,25 +139,24 @@ class ScaleLoop:
     def _apply(self, decision: Decision) -> None:
         t = self.target
         try:
-            self._call(lambda: self._cluster.patch_scale(t.namespace, t.deployment, decision.replicas))
+            self._call(lambda: self._kube.patch_scale(t.namespace, t.deployment, decision.replicas))
         except ApiDown as exc:
             # Not applied: let the next poll that still asks for more try again at once.
             if decision.action == "up":
                 self.history = attrs.evolve(self.history, up_streak=self.config.confirm_polls - 1)
-            self._log(f"{stamp(self._clock.now_ms())} patch-failed: {exc}")
+            self._log(f"{stamp(self._now_ms())} patch-failed: {exc}")
 
     def run(self, polls: int = 0) -> None:
         """Poll every `config.interval_s` on a fixed schedule until the clock is woken (a stop was
         asked for) or `polls` polls are done (0: forever)."""
-        interval_ms = int(self.config.interval_s * 1000)
-        start_ms = self._clock.now_ms()
+        interval_ns = int(self.config.interval_s * 1e9)
+        start_ns = self._clock.now().monotonic_ns
         done = 0
         while True:
             self.poll()
             done += 1
             if polls and done >= polls:
                 return
-            now_ms = self._clock.now_ms()
-            deadline = start_ms + ((now_ms - start_ms) // interval_ms + 1) * interval_ms
-            if not self._clock.sleep_until_ms(deadline):
+            deadline = next_deadline(start_ns, interval_ns, self._clock.now().monotonic_ns)
+            if not self._clock.sleep_until(deadline):
                 return

@@ -1,4 +1,9 @@
-"""The clock port: the one place croft reads wall time and the monotonic clock, and sleeps."""
+"""The clock port: the one place croft reads wall time and the monotonic clock, and sleeps.
+
+Every command that waits (croft run's poll loop, croft scale's poll loop, croft top) takes a
+`Clock`; tests pass a fake one that moves time by hand. Schedules are on the monotonic clock
+(`croft.domain.schedule.next_deadline`); wall time is only stamped on what is written.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +22,10 @@ class Clock(Protocol):
     def sleep_until(self, monotonic_ns: int) -> bool:
         """Sleep until the monotonic clock reaches `monotonic_ns`; False when woken early by
         `wake` (a stop was asked for)."""
+        ...
+
+    def wake(self) -> None:
+        """End any sleep now and every later one (safe from a signal handler)."""
         ...
 
 

@@ -5,6 +5,7 @@ Calls go through `ApiClient.call_api` with decoded JSON in and out, so the pure 
 `croft.domain` reads plain dicts. Byte streams from a pod (the dataset endpoint through the pod
 proxy) go through an httpx client built from the same configuration: same server, CA, client
 certificate and bearer token (refreshed per request where the kubeconfig's exec plugin says so).
+Failures are the errors of the Kubernetes port (`croft.adapters.kube.port`).
 """
 
 from __future__ import annotations
@@ -16,17 +17,10 @@ from typing import Any
 
 import httpx
 
+from croft.adapters.kube.port import KubeError, NotFound, Unreachable, error_for
 from croft.errors import UserError
 
 FIELD_MANAGER = "croft"
-
-
-class KubeCallError(Exception):
-    """An API call that failed; `status` is the HTTP status (0: no answer), the message one sentence."""
-
-    def __init__(self, message: str, status: int = 0) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 def load_configuration(kubeconfig: Path | None) -> Any:
@@ -77,7 +71,7 @@ class Kube:
         content_type: str | None = None,
         timeout_s: float = 30.0,
     ) -> Any:
-        """One call; the decoded JSON answer. Raises `KubeCallError` with the API's message."""
+        """One call; the decoded JSON answer. Raises a `KubeError` of the port with the API's message."""
         import json
 
         from kubernetes.client.exceptions import ApiException
@@ -94,17 +88,16 @@ class Kube:
             response = self._api.call_api(method, url, headers, body, post, _request_timeout=timeout_s)
             data = response.read()
         except ApiException as exc:
-            raise KubeCallError(f"{method} {path}: {exc.reason}", exc.status or 0) from exc
+            raise error_for(exc.status or 0, f"{method} {path}: {exc.reason}") from exc
         except HTTPError as exc:
-            raise KubeCallError(f"cannot reach the API server {self.configuration.host} ({exc})") from exc
+            raise Unreachable(f"cannot reach the API server {self.configuration.host} ({exc})") from exc
         if not 200 <= response.status <= 299:
-            raise KubeCallError(
-                f"{method} {path}: HTTP {response.status} {_message(data)}".rstrip(), response.status
-            )
+            message = f"{method} {path}: HTTP {response.status} {_message(data)}".rstrip()
+            raise error_for(response.status, message)
         try:
             return json.loads(data)
         except ValueError:
-            raise KubeCallError(f"{method} {path}: the API server answered with non-JSON") from None
+            raise KubeError(f"{method} {path}: the API server answered with non-JSON") from None
 
     def apply(self, manifest: Mapping[str, Any], path: str, dry_run: bool = False) -> Any:
         """Server-side apply of `manifest` at its object `path`, as field manager `croft`, taking over
@@ -120,10 +113,8 @@ class Kube:
         """The object at `path`, or None when there is none."""
         try:
             return self.call("GET", path)
-        except KubeCallError as exc:
-            if exc.status == 404:
-                return None
-            raise
+        except NotFound:
+            return None
 
     def pods(self, namespace: str, selector: str) -> list[Mapping[str, Any]]:
         """The pods of `namespace` matching the label `selector`."""

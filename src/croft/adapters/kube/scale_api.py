@@ -5,7 +5,8 @@ subresource, and GET a collector pod's /metrics through the API server's pod pro
 (`/api/v1/namespaces/<ns>/pods/<pod>:<port>/proxy/metrics`). Every call has a timeout and is retried
 with exponential backoff on connection errors, timeouts and 5xx answers (kubectl proxy answers 502/503
 while the API server restarts); all four are idempotent, so a retry is safe. Failures end as one
-`KubeError` subclass whose message is one sentence naming what failed and what to do.
+error of the port (`croft.adapters.kube.port`: `Unreachable`, `Denied`, `NotFound`, `KubeError`) whose
+message is one sentence naming what failed and what to do.
 """
 
 from __future__ import annotations
@@ -16,27 +17,13 @@ from typing import Any
 
 import httpx
 
+from croft.adapters.kube.port import Denied, KubeError, NotFound, Unreachable
+
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 
 
-class KubeError(Exception):
-    """A Kubernetes API call that failed; the message is one sentence."""
-
-
-class KubeUnreachable(KubeError):
-    """The API (or the proxy in front of it) did not answer, even after the retries."""
-
-
-class KubeDenied(KubeError):
-    """The API refused a verb: the scaler's ServiceAccount lacks it (HTTP 401/403)."""
-
-
-class KubeNotFound(KubeError):
-    """The object does not exist (HTTP 404)."""
-
-
 class KubeClient:
-    """httpx against `base_url` (a kubectl proxy: no credentials of its own).
+    """The `ScaleApi` port by httpx against `base_url` (a kubectl proxy: no credentials of its own).
 
     `attempts` tries per call, sleeping `backoff_s`, 2 x `backoff_s`, ... between them."""
 
@@ -84,16 +71,20 @@ class KubeClient:
                 problem = f"HTTP {response.status_code} {_message(response)}".rstrip()
                 continue
             if response.status_code in (401, 403):
-                raise KubeDenied(
+                raise Denied(
                     f"the Kubernetes API denied {what} (HTTP {response.status_code}): grant that verb to "
-                    "the scaler's ServiceAccount (see deploy/kubernetes/scaler.yaml)"
+                    "the scaler's ServiceAccount (see deploy/kubernetes/scaler.yaml)",
+                    response.status_code,
                 )
             if response.status_code == 404:
-                raise KubeNotFound(f"{what} failed: not found (HTTP 404)")
+                raise NotFound(f"{what} failed: not found (HTTP 404)", 404)
             if response.status_code >= 400:
-                raise KubeError(f"{what} failed: HTTP {response.status_code} {_message(response)}".rstrip())
+                raise KubeError(
+                    f"{what} failed: HTTP {response.status_code} {_message(response)}".rstrip(),
+                    response.status_code,
+                )
             return response
-        raise KubeUnreachable(
+        raise Unreachable(
             f"cannot {what} through {self.base_url} after {attempts} tries ({problem}); "
             "check that kubectl proxy runs there and reaches the API server"
         )
