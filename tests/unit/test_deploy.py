@@ -219,7 +219,7 @@ def test_the_wheel_the_image_installs_builds(tmp_path: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {
         "croft/bpf/syscalls.c",
-        "croft/domain/frameworks.toml",
+        "croft/domain/collector/frameworks.toml",
         "croft/app/cli.py",
         "croft/py.typed",
     } <= names
