@@ -15,7 +15,8 @@ import pytest
 import zstandard
 
 from croft.adapters.dataset.writer import DatasetWriter
-from croft.domain.dataset.rotation import Limits, Naming, SegmentName, parse_stamp
+from croft.domain.dataset.rotation import Limits, Naming, SegmentName
+from croft.domain.utc import parse_stamp
 from croft.errors import UserError
 from tests.dataset_files import LIVE, dataset_files, file_lines, poll_lines, read_rows
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -18,13 +16,12 @@ from croft.domain.dataset.rotation import (
     SegmentName,
     limit_errors,
     next_name,
-    parse_stamp,
     plan_recovery,
     plan_retention,
     plan_rotation,
     segments_on_disk,
-    utc_stamp,
 )
+from croft.domain.utc import parse_stamp
 
 NAMING = Naming.for_live("croft-dataset.jsonl")
 YEAR_2100_MS = 4_102_444_800_000
@@ -32,20 +29,6 @@ instants = st.integers(min_value=0, max_value=YEAR_2100_MS)
 
 
 # --- names -------------------------------------------------------------------------------------
-
-
-@given(instants)
-def test_stamp_is_strftime_in_utc_and_parses_back_to_its_second(unix_ms: int) -> None:
-    expected = dt.datetime.fromtimestamp(unix_ms // 1000, tz=dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    assert utc_stamp(unix_ms) == expected
-    assert parse_stamp(expected) == unix_ms // 1000 * 1000
-
-
-@pytest.mark.parametrize(
-    "stamp", ["20260230T000000Z", "20261301T000000Z", "20261020T240000Z", "2026-10-20", ""]
-)
-def test_a_stamp_that_is_no_real_second_does_not_parse(stamp: str) -> None:
-    assert parse_stamp(stamp) is None
 
 
 def test_names_are_the_spec_examples() -> None:

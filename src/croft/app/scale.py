@@ -100,10 +100,10 @@ def _replay(path: Path, config: ScaleConfig) -> int:
             raise UserError(
                 f"{path}:{line_no} is {exc}; give a file written by croft scale --record"
             ) from None
-    from croft.app.scale_loop import stamp
+    from croft.domain.utc import iso_ms
 
     for poll, decision in replay(polls, config):
-        _print(f"{stamp(poll.observations.now_ms)} {log_line(decision)} (replay)")
+        _print(f"{iso_ms(poll.observations.now_ms)} {log_line(decision)} (replay)")
     return 0
 
 

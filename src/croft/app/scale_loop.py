@@ -8,7 +8,6 @@ and against test fakes.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TextIO
@@ -30,6 +29,7 @@ from croft.domain.scaling.decision import (
 from croft.domain.scaling.kube import deployment_view, label_selector, pod_view
 from croft.domain.scaling.record import RecordedPoll, encode_poll
 from croft.domain.schedule import next_deadline
+from croft.domain.utc import iso_ms
 from croft.errors import UserError
 
 
@@ -46,12 +46,6 @@ class Target:
 
 class ApiDown(Exception):
     """The API did not answer this poll; the loop holds and tries again next poll."""
-
-
-def stamp(now_ms: int) -> str:
-    """`now_ms` (unix ms) as an ISO 8601 UTC time with milliseconds, for the log."""
-    moment = dt.datetime.fromtimestamp(now_ms / 1000, tz=dt.UTC)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class ScaleLoop:
@@ -123,7 +117,7 @@ class ScaleLoop:
             view, observations = self.observe(now_ms)
         except ApiDown as exc:
             self.history = attrs.evolve(self.history, up_streak=0)
-            self._log(f"{stamp(now_ms)} decision=hold reason=api-unreachable: {exc}")
+            self._log(f"{iso_ms(now_ms)} decision=hold reason=api-unreachable: {exc}")
             return None
         decision = desired_replicas(observations, view, self.config, self.history)
         self.history = decision.history
@@ -131,7 +125,7 @@ class ScaleLoop:
             self._record.write(encode_poll(RecordedPoll(view, observations)) + "\n")
             self._record.flush()
         dry = " (dry run)" if self._dry_run and decision.action != "hold" else ""
-        self._log(f"{stamp(now_ms)} {log_line(decision)}{dry}")
+        self._log(f"{iso_ms(now_ms)} {log_line(decision)}{dry}")
         if decision.action != "hold" and not self._dry_run:
             self._apply(decision)
         return decision
@@ -144,7 +138,7 @@ class ScaleLoop:
             # Not applied: let the next poll that still asks for more try again at once.
             if decision.action == "up":
                 self.history = attrs.evolve(self.history, up_streak=self.config.confirm_polls - 1)
-            self._log(f"{stamp(self._now_ms())} patch-failed: {exc}")
+            self._log(f"{iso_ms(self._now_ms())} patch-failed: {exc}")
 
     def run(self, polls: int = 0) -> None:
         """Poll every `config.interval_s` on a fixed schedule until the clock is woken (a stop was

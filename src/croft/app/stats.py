@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 from cyclopts import Parameter
 
 from croft.app.options import DEFAULT_DATASET
+from croft.domain.utc import readable
 from croft.errors import UserError
 
 if TYPE_CHECKING:
@@ -51,13 +52,6 @@ def report_skips(sentences: tuple[str, ...]) -> None:
         print(f"croft: {sentence}", file=sys.stderr)
 
 
-def utc(unix_ms: int) -> str:
-    """`unix_ms` as `YYYY-MM-DD HH:MM:SS.mmm UTC`."""
-    from datetime import UTC, datetime
-
-    return datetime.fromtimestamp(unix_ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
-
-
 def _size(n: float) -> str:
     for unit in ("B", "KB", "MB", "GB"):
         if n < 1000 or unit == "GB":
@@ -84,8 +78,8 @@ def render(path: Path, s: Stats) -> None:
     totals.add_row("rows", f"{s.rows:,}")
     totals.add_row("skipped", f"{s.skipped_lines:,} lines")
     if s.first_ms is not None and s.last_ms is not None:
-        totals.add_row("first", f"{s.first_ms}  {utc(s.first_ms)}")
-        totals.add_row("last", f"{s.last_ms}  {utc(s.last_ms)}")
+        totals.add_row("first", f"{s.first_ms}  {readable(s.first_ms, ms=True)}")
+        totals.add_row("last", f"{s.last_ms}  {readable(s.last_ms, ms=True)}")
     totals.add_row("polls", f"{s.polls:,}")
     totals.add_row("nodes", f"{len(s.nodes)}: {', '.join(s.nodes)}")
     totals.add_row("containers", f"{s.containers:,}")

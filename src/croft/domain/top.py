@@ -12,8 +12,8 @@ from collections.abc import Sequence
 
 import attrs
 
-from croft.domain.dataset.rotation import utc_stamp
 from croft.domain.dataset.row import GPU_WORKLOADS, Row
+from croft.domain.utc import readable
 
 SHORT_ID_CHARS = 12
 BUSIEST_SYSCALLS = 3
@@ -160,12 +160,6 @@ def fit_items(cell: str, max_chars: int) -> str:
     return kept + ITEM_SEP + ELLIPSIS
 
 
-def utc_time(unix_ms: int) -> str:
-    """`unix_ms` as "YYYY-MM-DD HH:MM:SS UTC"."""
-    stamp = utc_stamp(unix_ms)  # YYYYMMDDTHHMMSSZ
-    return f"{stamp[0:4]}-{stamp[4:6]}-{stamp[6:8]} {stamp[9:11]}:{stamp[11:13]}:{stamp[13:15]} UTC"
-
-
 def age(ms: int) -> str:
     """A duration in milliseconds, read as an age: "0.4 s", "12 s", "5 min", "3 h", "2 d"; a
     negative one (a clock behind the poll's) reads "in the future"."""
@@ -209,13 +203,13 @@ def header(polls: Sequence[NodePoll], now_ms: int, processes: int, gpu_holders: 
     oldest = min(p.unix_ms for p in polls)
     if len(polls) == 1:
         where = f"node {polls[0].node}"
-        when = f"poll {utc_time(newest)} ({age(now_ms - newest)})"
+        when = f"poll {readable(newest)} ({age(now_ms - newest)})"
     else:
         names = ", ".join(sorted(p.node for p in polls))
         where = f"{len(polls)} nodes ({names})"
         newest_age, oldest_age = age(now_ms - newest), age(now_ms - oldest)
         span = newest_age if newest_age == oldest_age else f"{newest_age}, oldest {oldest_age}"
-        when = f"newest poll {utc_time(newest)} ({span})"
+        when = f"newest poll {readable(newest)} ({span})"
     noun = "process" if processes == 1 else "processes"
     holders = "GPU holder" if gpu_holders == 1 else "GPU holders"
     return f"{where} · {when} · {processes} {noun} · {gpu_holders} {holders}"

@@ -17,7 +17,6 @@ start of the load; results carry unix times from `start_unix_ms`.
 
 from __future__ import annotations
 
-import datetime as dt
 import random
 from collections.abc import Mapping
 from typing import Any, Literal, Protocol
@@ -36,6 +35,7 @@ from croft.domain.scaling.decision import (
     desired_replicas,
     log_line,
 )
+from croft.domain.utc import iso_ms
 from croft.runs.load import RequestOutcome, SecondStats, second_stats, send_times
 from croft.runs.rundir import RunRecord, Timeline
 from croft.sim.cluster import Cluster, SimApp
@@ -81,11 +81,6 @@ class SimResult:
     timeline: Timeline
     prometheus: tuple[tuple[float, str, str, float], ...]
     scaler_log: tuple[str, ...]
-
-
-def _stamp(unix_ms: int) -> str:
-    moment = dt.datetime.fromtimestamp(unix_ms / 1000, tz=dt.UTC)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class _Croft:
@@ -144,7 +139,7 @@ class _Croft:
         )
         decision = desired_replicas(Observations(now_ms, pods, (scrape,)), view, self.config, self.history)
         self.history = decision.history
-        self.log.append(f"{_stamp(now_ms)} {log_line(decision)}")
+        self.log.append(f"{iso_ms(now_ms)} {log_line(decision)}")
         if decision.action != "hold":
             self.cluster.set_replicas(t, decision.replicas, "croft", decision.reason.code)
 

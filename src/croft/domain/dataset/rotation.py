@@ -22,8 +22,9 @@ from collections.abc import Iterable
 
 import attrs
 
+from croft.domain.utc import MAX_MS, parse_stamp, stamp
+
 MS_PER_DAY = 86_400_000
-_MAX_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: the last instant the stamp can spell
 
 
 @attrs.frozen
@@ -67,45 +68,6 @@ def limit_errors(limits: Limits) -> tuple[str, ...]:
 # --- names -------------------------------------------------------------------------------------
 
 
-def _civil_from_days(days: int) -> tuple[int, int, int]:
-    # Howard Hinnant's days -> (year, month, day) in the proleptic Gregorian calendar.
-    era = (days + 719_468) // 146_097
-    doe = days + 719_468 - era * 146_097
-    yoe = (doe - doe // 1460 + doe // 36_524 - doe // 146_096) // 365
-    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
-    mp = (5 * doy + 2) // 153
-    day = doy - (153 * mp + 2) // 5 + 1
-    month = mp + 3 if mp < 10 else mp - 9
-    return yoe + era * 400 + (month <= 2), month, day
-
-
-def _days_from_civil(year: int, month: int, day: int) -> int:
-    year -= month <= 2
-    era = year // 400
-    yoe = year - era * 400
-    doy = (153 * (month - 3 if month > 2 else month + 9) + 2) // 5 + day - 1
-    return era * 146_097 + yoe * 365 + yoe // 4 - yoe // 100 + doy - 719_468
-
-
-def utc_stamp(unix_ms: int) -> str:
-    """`unix_ms` as `%Y%m%dT%H%M%SZ` in UTC, to the second (clamped to years 1970..9999)."""
-    days, secs = divmod(min(max(unix_ms, 0), _MAX_MS) // 1000, 86_400)
-    year, month, day = _civil_from_days(days)
-    return f"{year:04d}{month:02d}{day:02d}T{secs // 3600:02d}{secs // 60 % 60:02d}{secs % 60:02d}Z"
-
-
-def parse_stamp(stamp: str) -> int | None:
-    """The unix ms of a `%Y%m%dT%H%M%SZ` stamp, or None when it is not a real UTC second."""
-    match = re.fullmatch(r"(\d{4})(\d\d)(\d\d)T(\d\d)(\d\d)(\d\d)Z", stamp)
-    if match is None:
-        return None
-    year, month, day, hour, minute, second = (int(part) for part in match.groups())
-    if not (1 <= month <= 12 and 1 <= day <= 31 and hour < 24 and minute < 60 and second < 60):
-        return None
-    unix_ms = (_days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second) * 1000
-    return unix_ms if utc_stamp(unix_ms) == stamp else None  # 31 February comes back as 3 March
-
-
 @attrs.frozen(order=True)
 class SegmentName:
     """One closed segment's identity: its first row's second and its clash number (0: no suffix).
@@ -117,7 +79,7 @@ class SegmentName:
     def key(self, stem: str) -> str:
         """The name without `.jsonl`/`.jsonl.zst`: `<stem>-<stamp>[_NNN]`."""
         suffix = f"_{self.clash:03d}" if self.clash else ""
-        return f"{stem}-{utc_stamp(self.start_ms)}{suffix}"
+        return f"{stem}-{stamp(self.start_ms)}{suffix}"
 
 
 @attrs.frozen
@@ -151,8 +113,8 @@ class Naming:
         )
         if match is None:
             return None
-        dot, stamp, clash, ext = match.groups()
-        start_ms = parse_stamp(stamp)
+        dot, when, clash, ext = match.groups()
+        start_ms = parse_stamp(when)
         kind = {(False, None): "plain", (False, ".zst"): "compressed", (True, ".zst.tmp"): "temporary"}
         found = kind.get((bool(dot), ext))
         if start_ms is None or found is None or (clash is not None and int(clash) == 0):
@@ -164,7 +126,7 @@ def next_name(start_ms: int, taken: Iterable[SegmentName]) -> SegmentName:
     """The name for a segment whose first row is at `start_ms`: the bare stamp when that second is
     free, otherwise one clash number above the highest already taken for that second, so the new
     segment sorts after every earlier one of its second and no file is ever overwritten."""
-    second_ms = min(max(start_ms, 0), _MAX_MS) // 1000 * 1000
+    second_ms = min(max(start_ms, 0), MAX_MS) // 1000 * 1000
     clashes = [seg.clash for seg in taken if seg.start_ms == second_ms]
     return SegmentName(second_ms, max(clashes) + 1 if clashes else 0)
 

@@ -22,7 +22,8 @@ from collections.abc import Iterable, Mapping
 import attrs
 
 from croft.domain.dataset.http import Index, is_safe_name
-from croft.domain.dataset.rotation import Naming, utc_stamp
+from croft.domain.dataset.rotation import Naming
+from croft.domain.utc import stamp
 
 OVERLAP_BYTES = 4096  # bytes before a continuation fetched again to prove it continues the same file
 
@@ -203,7 +204,7 @@ def saved_name(naming: Naming, first_row_ms: int, taken: Iterable[str]) -> str:
     (`.saved-2.jsonl`, ... when taken). Not a segment name, so it never clashes with the node's
     files, and croft stats reads it like any plain dataset file."""
     taken = set(taken)
-    base = f"{naming.stem}-{utc_stamp(first_row_ms)}.saved"
+    base = f"{naming.stem}-{stamp(first_row_ms)}.saved"
     name, n = f"{base}.jsonl", 1
     while name in taken:
         n += 1
