@@ -73,10 +73,8 @@ def record_trace(seconds: float, out: Path) -> dict[str, int]:
     return pids
 
 
-def capture_procfs(pids: dict[str, int], out: Path) -> None:
-    """Copy the /proc files of `pids` and the cgroup files they point at into `out`."""
-    if out.exists():
-        shutil.rmtree(out)
+def capture_procfs_files(pids: dict[str, int], out: Path) -> None:
+    """Copy the /proc files of `pids` into `out/proc/<pid>/`."""
     proc = out / "proc"
     for pid in pids.values():
         source = Path(f"/proc/{pid}")
@@ -91,6 +89,13 @@ def capture_procfs(pids: dict[str, int], out: Path) -> None:
         (target / "maps").write_bytes(maps)
         for link in ("exe", "cwd"):
             (target / link).symlink_to((source / link).readlink())
+
+
+def capture_procfs(pids: dict[str, int], out: Path) -> None:
+    """Copy the /proc files of `pids` and the cgroup files they point at into `out`."""
+    if out.exists():
+        shutil.rmtree(out)
+    capture_procfs_files(pids, out)
     cgroup = out / "cgroup"
     files = {
         "unified": ("cgroup.controllers", "cpu.stat", "cpu.pressure", "memory.pressure", "io.pressure"),

@@ -13,7 +13,8 @@ import pytest
 
 from croft.adapters.host.cgroupfs import CgroupFS
 from croft.adapters.host.procfs import ProcFS
-from croft.domain.collector.procparse import parse_stat
+from croft.domain.collector.container import row_cgroup
+from croft.domain.collector.procparse import parse_flat_keyed, parse_psi_some_avg10, parse_stat
 from croft.domain.collector.snapshot import CgroupMembership
 
 PROCFS = Path(__file__).resolve().parents[2] / "fixtures" / "procfs"
@@ -79,7 +80,44 @@ def test_live_host_reads_this_process() -> None:
     assert me.rss_bytes > 1 << 20 and me.threads >= 1 and me.cpu_ticks >= 0
     assert me.runqueue_ns is not None and me.read_bytes is not None
     (group,) = CgroupFS().read_all([me.cgroups])
-    assert group.cpu_usage_ns is not None and group.cpu_usage_ns > 0
+    named = row_cgroup(me.cgroups)
+    if named in (me.cgroups.unified, me.cgroups.controller("cpuacct")):
+        assert group.cpu_usage_ns is not None and group.cpu_usage_ns > 0
+    else:  # no CPU hierarchy has this process at the cgroup its row names (a split hybrid host)
+        assert group.cpu_usage_ns is None
+
+
+SPLIT = PROCFS / "split"
+
+
+def test_split_hybrid_paths_read_every_number_from_the_row_cgroup() -> None:
+    """A sits in v2 /croft-split and v1 cpu,cpuacct /croft-split-v1; B in v2 / and v1 /croft-split-v1;
+    both in an unrelated v1 memory cgroup. Each sample's numbers are its row cgroup's files only."""
+    pids = orjson.loads((SPLIT / "pids.json").read_bytes())
+    samples, dropped = ProcFS(SPLIT / "proc").scan(everything)
+    assert dropped == 0
+    by_pid = {s.tgid: s for s in samples}
+    a, b = by_pid[pids["a"]].cgroups, by_pid[pids["b"]].cgroups
+    assert (a.unified, a.controller("cpuacct")) == ("/croft-split", "/croft-split-v1")
+    assert row_cgroup(a) == "/croft-split" and row_cgroup(b) == "/croft-split-v1"
+    cgroupfs = CgroupFS(SPLIT / "cgroup")
+    assert cgroupfs.layout == "hybrid"
+    group_a, group_b = cgroupfs.read_all([a, b])
+    cg = SPLIT / "cgroup"
+    v2_stat = parse_flat_keyed((cg / "unified" / "croft-split" / "cpu.stat").read_bytes())
+    assert group_a.cpu_usage_ns == v2_stat["usage_usec"] * 1000
+    assert group_a.cpu_pressure_avg10 == parse_psi_some_avg10(
+        (cg / "unified" / "croft-split" / "cpu.pressure").read_bytes()
+    )
+    # the v2 tree of a hybrid host has no memory or CPU bandwidth files; the v1 ones are elsewhere
+    assert (group_a.memory_bytes, group_a.oom_kills, group_a.nr_periods) == (None, None, None)
+    v1_usage = int((cg / "cpuacct" / "croft-split-v1" / "cpuacct.usage").read_text())
+    assert v1_usage != group_a.cpu_usage_ns
+    assert group_b.cpu_usage_ns == v1_usage
+    v1_stat = parse_flat_keyed((cg / "cpu" / "croft-split-v1" / "cpu.stat").read_bytes())
+    assert group_b.nr_periods == v1_stat["nr_periods"]
+    # B's v2 path is the root and its memory cgroup another one: neither is B's row cgroup
+    assert (group_b.cpu_pressure_avg10, group_b.memory_bytes, group_b.oom_kills) == (None, None, None)
 
 
 @pytest.mark.root

@@ -15,7 +15,7 @@ LAYOUTS = [
     # (layout, path as /proc/<pid>/cgroup shows it, expected id)
     ("docker, systemd driver, v2", f"/system.slice/docker-{ID}.scope", ID),
     ("docker, cgroupfs driver, v1", f"/docker/{ID}", ID),
-    ("docker-in-docker, v1", f"/docker/{ID}/docker/{ID[::-1]}", ID),
+    ("docker-in-docker, v1: the inner container", f"/docker/{ID[::-1]}/docker/{ID}", ID),
     (
         "containerd CRI, systemd driver, v2",
         f"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{POD_SYSTEMD}.slice/cri-containerd-{ID}.scope",

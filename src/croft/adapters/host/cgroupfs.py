@@ -6,9 +6,14 @@ Layouts (https://docs.kernel.org/admin-guide/cgroup-v2.rst, cgroups(7)):
   at `<root>/unified` that carries PSI (and any controller not bound to v1).
 - v1: only `<root>/<controller>` directories.
 
-Per controller the v1 file is used when the process's /proc/<pid>/cgroup lists that controller in
-a v1 hierarchy, else the v2 file. Sources: CPU usage `cpuacct.usage` (v1, ns) or `cpu.stat`
-usage_usec (v2); throttling `cpu.stat` nr_periods/nr_throttled (both); memory
+One cgroup per row (`croft.domain.collector.container.row_cgroup`): a row names one cgroup path P, the
+path that names the process's container (else its v2 path, else its first non-root v1 path), and
+every number is read from a hierarchy in which the process sits at exactly P: the v1 controller's
+file when that controller's path is P, else the v2 file when the v2 path is P and the file exists,
+else nothing (the field is None and the row writes 0). A hybrid host whose v1 cpuacct path is `/`
+while the v2 path is `/ux-test` therefore gives the row `/ux-test`'s own v2 CPU, never the v1
+root's; a v1 memory cgroup elsewhere is not read. Sources: CPU usage `cpuacct.usage` (v1, ns) or
+`cpu.stat` usage_usec (v2); throttling `cpu.stat` nr_periods/nr_throttled (both); memory
 `memory.usage_in_bytes` (v1) or `memory.current` (v2); OOM kills `memory.oom_control` (v1) or
 `memory.events` (v2) `oom_kill`; PSI `{cpu,memory,io}.pressure` (v2 only). A file that is missing
 (controller absent, cgroup removed mid-read) leaves its field None.
@@ -21,6 +26,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from croft.adapters.host.procfs import read_bytes
+from croft.domain.collector.container import row_cgroup
 from croft.domain.collector.procparse import (
     Unparsable,
     parse_flat_keyed,
@@ -76,33 +82,37 @@ class CgroupFS:
                 files[path] = None
         return files[path]
 
-    def _v1(self, membership: CgroupMembership, controller: str, name: str) -> str | None:
+    def _v1(self, membership: CgroupMembership, controller: str, name: str, at: str) -> str | None:
+        """The v1 file `name` of `controller`, when the process sits at `at` in that hierarchy."""
         mount = self.v1.get(controller)
-        path = membership.controller(controller)
-        if mount is None or path is None:
+        if mount is None or membership.controller(controller) != at:
             return None
-        return f"{mount}{path.rstrip('/')}/{name}"
+        return f"{mount}{at.rstrip('/')}/{name}"
 
-    def _v2(self, membership: CgroupMembership, name: str) -> str | None:
-        if self.unified is None or membership.unified is None:
+    def _v2(self, membership: CgroupMembership, name: str, at: str) -> str | None:
+        """The v2 file `name`, when the process sits at `at` in the v2 tree."""
+        if self.unified is None or membership.unified != at:
             return None
-        return f"{self.unified}{membership.unified.rstrip('/')}/{name}"
+        return f"{self.unified}{at.rstrip('/')}/{name}"
 
     def _sample(self, membership: CgroupMembership, files: dict[str, bytes | None]) -> CgroupSample:
         def get(path: str | None) -> bytes | None:
             return None if path is None else self._file(files, path)
 
-        v2_cpu = _keyed(get(self._v2(membership, "cpu.stat")))
-        usage_ns = _int(get(self._v1(membership, "cpuacct", "cpuacct.usage")))
+        at = row_cgroup(membership)
+        v2_cpu = _keyed(get(self._v2(membership, "cpu.stat", at)))
+        usage_ns = _int(get(self._v1(membership, "cpuacct", "cpuacct.usage", at)))
         if usage_ns is None and "usage_usec" in v2_cpu:
             usage_ns = v2_cpu["usage_usec"] * 1000
-        throttle = _keyed(get(self._v1(membership, "cpu", "cpu.stat"))) if "cpu" in self.v1 else v2_cpu
-        if membership.controller("memory") is not None and "memory" in self.v1:
-            memory = _int(get(self._v1(membership, "memory", "memory.usage_in_bytes")))
-            oom = _keyed(get(self._v1(membership, "memory", "memory.oom_control"))).get("oom_kill")
+        v1_cpu = self._v1(membership, "cpu", "cpu.stat", at)
+        throttle = _keyed(get(v1_cpu)) if v1_cpu is not None else v2_cpu
+        v1_memory = self._v1(membership, "memory", "memory.usage_in_bytes", at)
+        if v1_memory is not None:
+            memory = _int(get(v1_memory))
+            oom = _keyed(get(self._v1(membership, "memory", "memory.oom_control", at))).get("oom_kill")
         else:
-            memory = _int(get(self._v2(membership, "memory.current")))
-            oom = _keyed(get(self._v2(membership, "memory.events"))).get("oom_kill")
+            memory = _int(get(self._v2(membership, "memory.current", at)))
+            oom = _keyed(get(self._v2(membership, "memory.events", at))).get("oom_kill")
         return CgroupSample(
             membership=membership,
             cpu_usage_ns=usage_ns,
@@ -110,9 +120,9 @@ class CgroupFS:
             nr_throttled=throttle.get("nr_throttled"),
             memory_bytes=memory,
             oom_kills=oom,
-            cpu_pressure_avg10=_psi(get(self._v2(membership, "cpu.pressure"))),
-            memory_pressure_avg10=_psi(get(self._v2(membership, "memory.pressure"))),
-            io_pressure_avg10=_psi(get(self._v2(membership, "io.pressure"))),
+            cpu_pressure_avg10=_psi(get(self._v2(membership, "cpu.pressure", at))),
+            memory_pressure_avg10=_psi(get(self._v2(membership, "memory.pressure", at))),
+            io_pressure_avg10=_psi(get(self._v2(membership, "io.pressure", at))),
         )
 
 

@@ -1,0 +1,104 @@
+"""croft's cgroup CPU on a hybrid host against the kernel's own files of the cgroup each row names
+(root; hybrid hosts only).
+
+Two CPU burners share the v1 cpu,cpuacct cgroup `croft-split-v1-<pid>`; burner A alone also sits
+in the v2 cgroup `croft-split-<pid>` (under /sys/fs/cgroup/unified), burner B stays at the v2 root.
+So A's v1 and v2 paths differ, and the v1 cgroup burns about twice what A's v2 cgroup burns. Per
+README ("One cgroup per row"), A's row names its v2 cgroup and its CPU comes from that cgroup's
+cpu.stat; B's row names the v1 cgroup and its CPU comes from that cgroup's cpuacct.usage. The test
+samples both kernel counters every 0.2 s while `croft run` polls, interpolates them at the first and
+last row's instant, and compares each row's mean `cgroup_usage.cpu_cores` with its own cgroup's
+rate over the same interval: within 5 %.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+from tests.integration.workload import BURN, SplitCgroups
+
+pytestmark = [pytest.mark.root, pytest.mark.slow]
+WINDOW_S = 20.0
+
+
+def _at(samples: list[tuple[int, int]], unix_ms: int) -> float:
+    """A cumulative counter interpolated at `unix_ms` from (unix_ms, value) samples."""
+    times = [t for t, _ in samples]
+    i = bisect.bisect_left(times, unix_ms)
+    if i == 0 or i == len(samples):
+        raise AssertionError(f"no kernel samples around {unix_ms}")
+    (t0, v0), (t1, v1) = samples[i - 1], samples[i]
+    return v0 + (v1 - v0) * (unix_ms - t0) / (t1 - t0)
+
+
+def test_cgroup_cpu_is_the_named_cgroups_own_on_both_hierarchies(tmp_path: Path) -> None:
+    hybrid = Path("/sys/fs/cgroup/unified/cgroup.controllers").exists()
+    if os.geteuid() != 0 or not hybrid or not Path("/sys/fs/cgroup/cpuacct/cgroup.procs").exists():
+        pytest.skip("needs root on a hybrid host (v1 cpu,cpuacct and v2 at /sys/fs/cgroup/unified)")
+    v2_name, v1_name = f"croft-split-{os.getpid()}", f"croft-split-v1-{os.getpid()}"
+    dataset = tmp_path / "croft-dataset.jsonl"
+    with SplitCgroups(v2_name, v1_name) as groups:
+        a = groups.spawn(BURN, in_v2=True).pid
+        b = groups.spawn(BURN, in_v2=False).pid
+        v2_stat = groups.v2 / "cpu.stat"
+        v1_usage = Path("/sys/fs/cgroup/cpuacct") / v1_name / "cpuacct.usage"
+        log = tmp_path / "croft.log"
+        with log.open("wb") as log_file:
+            croft = subprocess.Popen(
+                [sys.executable, "-m", "croft", "run", "--watch", "croft-split", "--dataset", str(dataset)],
+                stderr=log_file,
+            )
+        v2_samples: list[tuple[int, int]] = []
+        v1_samples: list[tuple[int, int]] = []
+        try:
+            deadline = time.monotonic() + 180
+            while not (dataset.exists() and dataset.stat().st_size) and time.monotonic() < deadline:
+                if croft.poll() is not None:
+                    pytest.skip(f"croft run could not start here: {log.read_text()[-300:]}")
+                time.sleep(0.2)
+            end = time.monotonic() + WINDOW_S
+            while time.monotonic() < end:
+                now_ms = time.time_ns() // 1_000_000
+                stat = v2_stat.read_text().splitlines()
+                usec = next(int(line.split()[1]) for line in stat if line.startswith("usage_usec "))
+                v2_samples.append((now_ms, usec * 1000))
+                v1_samples.append((now_ms, int(v1_usage.read_text())))
+                time.sleep(0.2)
+        finally:
+            croft.send_signal(signal.SIGTERM)
+            assert croft.wait(timeout=30) == 0
+    rows = [orjson.loads(line) for line in dataset.read_bytes().splitlines()]
+    lo, hi = v2_samples[0][0], v2_samples[-1][0]
+    report = []
+    for pid, name, samples, cgroup in (
+        (a, "A", v2_samples, f"/{v2_name}"),
+        (b, "B", v1_samples, f"/{v1_name}"),
+    ):
+        mine = [r for r in rows if r["tgid"] == pid and lo < r["unix_ms"] < hi]
+        assert len(mine) >= 5, f"croft wrote {len(mine)} rows for burner {name} in the window"
+        assert {r["process"]["cgroup"] for r in mine} == {cgroup}
+        first, last = mine[0]["unix_ms"], mine[-1]["unix_ms"]
+        rated = [r for r in mine if r["unix_ms"] > first]
+        croft_cores = statistics.fmean(r["cgroup_usage"]["cpu_cores"] for r in rated)
+        kernel_cores = (_at(samples, last) - _at(samples, first)) / ((last - first) * 1e6)
+        hierarchy = "v2 cpu.stat usage_usec" if samples is v2_samples else "v1 cpuacct.usage"
+        report.append(
+            f"burner {name} row cgroup {cgroup}: croft {croft_cores:.3f} cores, "
+            f"kernel {hierarchy} {kernel_cores:.3f}"
+        )
+        assert abs(croft_cores - kernel_cores) <= 0.05 * kernel_cores, report[-1]
+        if name == "A":
+            # A's v1 cgroup holds both burners: reading it for A's row would be far off
+            v1_cores = (_at(v1_samples, last) - _at(v1_samples, first)) / ((last - first) * 1e6)
+            report.append(f"burner A's v1 cpuacct cgroup /{v1_name} (both burners): {v1_cores:.3f} cores")
+            assert v1_cores > 1.3 * kernel_cores, report[-1]
+    print("\n".join(report))
