@@ -26,7 +26,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.integration.workload import OwnCgroup  # noqa: E402
+from tests.helpers.workload import OwnCgroup  # noqa: E402
 
 from croft.adapters.host.cgroupfs import CgroupFS  # noqa: E402
 from croft.adapters.host.poller import LiveSource, UnavailableGpu, UnavailableKernel  # noqa: E402

@@ -34,7 +34,7 @@ import zstandard
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.integration.workload import ALLOC, BURN, IDLE, WRITE, OwnCgroup  # noqa: E402
+from tests.helpers.workload import ALLOC, BURN, IDLE, WRITE, OwnCgroup  # noqa: E402
 
 FIXTURES = REPO / "fixtures"
 CGROUP = "croft-fixture"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Record what NVML answers on this host, for tests/kernel/nvml_fake.py to replay (fixtures/nvml/).
+"""Record what NVML answers on this host, for tests/helpers/nvml_fake.py to replay (fixtures/nvml/).
 
     .venv/bin/python scripts/record_nvml.py fixtures/nvml/<name>.json
 

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from croft.adapters.dataset.fetch import CollectorGone
-from tests.collect.helpers import HERE, REPO, collector, copy_node, local_lines, seqs, write_polls
-from tests.dataset_files import LIVE
+from tests.helpers.cli import CROFT
+from tests.helpers.collect import HERE, REPO, collector, copy_node, local_lines, seqs, write_polls
+from tests.helpers.dataset import LIVE
 
 START_MS = 1_792_505_950_000
-CROFT = str(Path(sys.executable).parent / "croft")
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,10 +13,10 @@ import httpx
 import orjson
 import pytest
 
-from tests.k8s.kube_helpers import free_port
+from tests.helpers.cli import CROFT
+from tests.helpers.net import free_port
 
 REPO = Path(__file__).resolve().parents[2]
-CROFT = str(Path(sys.executable).parent / "croft")
 SECRET = b"not for the network\n"
 
 

@@ -16,7 +16,8 @@ import pytest
 import loadgen
 import profiles
 from croft.runs.rundir import WORKLOAD_COLUMNS, read_workload
-from tests.webapp_process import free_port, running_webapp
+from tests.helpers.net import free_port
+from tests.helpers.webapp import running_webapp
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -22,7 +22,7 @@ import pytest
 
 import apps
 import locust_mode
-from tests.webapp_process import running_webapp
+from tests.helpers.webapp import running_webapp
 
 RUN_PY = Path(apps.__file__).with_name("run.py")
 CPU_MS = 5.0

@@ -21,9 +21,10 @@ import pytest
 import apps
 import prom
 from croft.runs.rundir import PROMETHEUS_COLUMNS, PROMETHEUS_SERIES, write_prometheus
-from tests.experiment import cluster_exporter as served
-from tests.prometheus_helpers import free_port, query, wait_for
-from tests.prometheus_helpers import prometheus as prometheus_on_loopback
+from tests.helpers import cluster_exporter as served
+from tests.helpers.net import free_port
+from tests.helpers.prometheus import prometheus as prometheus_on_loopback
+from tests.helpers.prometheus import query, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 EXPORTER = Path(served.__file__)

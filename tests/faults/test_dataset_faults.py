@@ -20,10 +20,11 @@ import zstandard
 
 from croft.adapters.dataset.writer import DatasetWriter
 from croft.domain.dataset.rotation import Limits, Naming
-from tests.dataset_files import LIVE, dataset_files, file_lines, poll_lines, read_rows
+from tests.helpers.cli import CROFT
+from tests.helpers.dataset import LIVE, dataset_files, file_lines, poll_lines, read_rows
+from tests.helpers.golden import assert_same_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
-CROFT = str(Path(sys.executable).parent / "croft")
 T0 = 1_792_505_950_000
 NAMING = Naming.for_live(LIVE)
 
@@ -49,7 +50,14 @@ def test_kill_9_of_a_writing_process_loses_and_duplicates_nothing(tmp_path: Path
     next_seq, next_ms, crash_leftovers = 0, T0, 0
     for attempt in range(20):
         driver = subprocess.Popen(
-            [sys.executable, "-m", "tests.dataset_driver", str(tmp_path), str(next_seq), str(next_ms)],
+            [
+                sys.executable,
+                "-m",
+                "tests.helpers.dataset_driver",
+                str(tmp_path),
+                str(next_seq),
+                str(next_ms),
+            ],
             cwd=ROOT,
             stdout=subprocess.PIPE,
             text=True,
@@ -66,7 +74,7 @@ def test_kill_9_of_a_writing_process_loses_and_duplicates_nothing(tmp_path: Path
         assert len(seqs) >= completed, f"rows of completed polls are missing ({where})"
         next_seq, next_ms = len(seqs), max((row.unix_ms for row in rows), default=next_ms) + 2000
     final = subprocess.run(
-        [sys.executable, "-m", "tests.dataset_driver", str(tmp_path), str(next_seq), str(next_ms)],
+        [sys.executable, "-m", "tests.helpers.dataset_driver", str(tmp_path), str(next_seq), str(next_ms)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -131,7 +139,12 @@ def test_kill_9_of_croft_run_replay_never_mixes_or_duplicates_runs(trace: Path, 
     # Each killed run left one segment (its live file, closed by the next run) holding a prefix
     # of what a whole replay writes; the last run's live file is the whole replay, byte for byte.
     assert files[-1].name == LIVE
-    assert (out / LIVE).read_bytes() == (golden_dir / LIVE).read_bytes()
+    assert_same_bytes(
+        (out / LIVE).read_bytes(),
+        (golden_dir / LIVE).read_bytes(),
+        "the last run's live file",
+        f"seed {seed}: it should be one whole replay",
+    )
     stems = [NAMING.parse(p.name) for p in files[:-1]]
     assert len({found[0] for found in stems if found}) == len(files) - 1, f"seed {seed}: a segment twice"
     for path in files[:-1]:

@@ -6,7 +6,7 @@ import logging
 from pathlib import Path
 
 import pytest
-from tests.dataset_files import read_rows
+from tests.helpers.dataset import read_rows
 
 from croft import dataset
 from croft.domain.dataset import codec

@@ -22,8 +22,9 @@ from pathlib import Path
 import httpx
 import pytest
 import zstandard
-from tests.prometheus_helpers import free_port, query, wait_for
-from tests.prometheus_helpers import prometheus as prometheus_on_loopback
+from tests.helpers.net import free_port
+from tests.helpers.prometheus import prometheus as prometheus_on_loopback
+from tests.helpers.prometheus import query, wait_for
 
 from croft.domain.metrics import names as names
 from croft.domain.metrics.exposition import parse_exposition

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import zstandard
+from tests.helpers.golden import assert_same_bytes
 
 from croft.adapters.dataset.scan import read_profile, read_stats
 from croft.domain.dataset import codec
@@ -154,4 +155,4 @@ def test_regenerating_the_fixtures_gives_the_same_bytes(tmp_path: Path) -> None:
             continue  # damaged on purpose; their bytes depend on the zstd library's exact output
         if rel.suffix == ".zst":  # another zstd version may compress the same rows differently
             mine, kept_bytes = (zstandard.ZstdDecompressor().decompress(b) for b in (mine, kept_bytes))
-        assert mine == kept_bytes, f"{rel} differs: rerun fixtures/datasets/make_fixtures.py"
+        assert_same_bytes(mine, kept_bytes, str(rel), "if intended, rerun fixtures/datasets/make_fixtures.py")

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import orjson
 import pytest
+from tests.helpers.cli import CROFT
+from tests.helpers.golden import assert_same_bytes
 
 from croft.domain.dataset.codec import decode_row
 
@@ -25,7 +26,7 @@ TRACE_NAMES = sorted(p.name for p in TRACES.iterdir() if p.is_dir())
 
 def replay(trace: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "croft", "run", "--replay", str(trace), "--dataset", str(out), *extra],
+        [CROFT, "run", "--replay", str(trace), "--dataset", str(out), *extra],
         capture_output=True,
         text=True,
         timeout=120,
@@ -45,7 +46,9 @@ def test_replay_matches_golden(name: str, tmp_path: Path, request: pytest.Fixtur
     golden = GOLDEN / f"{name}.jsonl"
     if request.config.getoption("--regen-golden") or os.environ.get("CROFT_REGEN_GOLDEN") == "1":
         golden.write_bytes(out.read_bytes())
-    assert out.read_bytes() == golden.read_bytes(), f"replay of {name} differs from {golden}"
+    assert_same_bytes(
+        out.read_bytes(), golden.read_bytes(), f"replay of {name}", "if intended, rerun with --regen-golden"
+    )
     for line in out.read_bytes().splitlines():
         decode_row(line)  # every line is a valid row
 

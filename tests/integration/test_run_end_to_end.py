@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.integration.workload import BURN, WRITE, OwnCgroup
+from tests.helpers.workload import BURN, WRITE, OwnCgroup
 
 
 def _run_as(uid: int, gid: int, argv: list[str]) -> tuple[int, str]:

@@ -3,27 +3,21 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from tests.dataset_files import make_row
-from tests.spec_keys import STATS_KEYS
+from tests.helpers.cli import croft
+from tests.helpers.rows import seq_row
+from tests.helpers.spec_keys import STATS_KEYS
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "datasets"
 
 
-def croft(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "croft", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env={**os.environ, "COLUMNS": "100", **(env or {})},
-    )
+@pytest.fixture(autouse=True)
+def terminal_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    """croft stats lays out its summary for a 100-column terminal here."""
+    monkeypatch.setenv("COLUMNS", "100")
 
 
 def test_the_human_summary_shows_every_figure() -> None:
@@ -101,7 +95,7 @@ def test_a_dataset_of_nothing_but_bad_lines_reports_them_then_fails(tmp_path: Pa
 def test_a_torn_live_file_still_counts_its_whole_rows(tmp_path: Path) -> None:
     from croft.domain.dataset import codec
 
-    line = codec.encode_row(make_row(1, 1_792_505_950_473))
+    line = codec.encode_row(seq_row(1, 1_792_505_950_473))
     (tmp_path / "croft-dataset.jsonl").write_bytes(line + line[:40])
     out = croft("stats", str(tmp_path), "--json")
     assert out.returncode == 0

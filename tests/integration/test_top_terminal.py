@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from tests.unit.top_rows import append, encode, top_row
+from tests.helpers.rows import append, encode, make_row
 
 from croft.domain.dataset.codec import encode_row
 from croft.domain.dataset.row import Row
@@ -37,7 +37,7 @@ def now_ms() -> int:
 
 def busy_poll(unix_ms: int, comm: str, count: int = 3) -> list[Row]:
     return [
-        top_row(
+        make_row(
             500 + i, unix_ms, comm=comm, cpu_cores=2.0 - 0.5 * i, workload="gpu-held" if i == 0 else "no-gpu"
         )
         for i in range(count)
@@ -219,7 +219,7 @@ def test_the_live_table_follows_new_polls_and_ends_cleanly(tmux: Tmux, tmp_path:
 
 def test_a_file_without_a_complete_poll_waits_for_one(tmux: Tmux, tmp_path: Path) -> None:
     live = tmp_path / LIVE
-    line = encode_row(top_row(77, now_ms(), comm="late-starter"))
+    line = encode_row(make_row(77, now_ms(), comm="late-starter"))
     live.write_bytes(line[:60])  # the collector is half way through its first poll
     status = start_top(tmux, tmp_path)
     tmux.wait_for("the waiting line", lambda s: "waiting for the first poll" in s)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from tests.integration.workload import ALLOC, BURN, WRITE, OwnCgroup
+from tests.helpers.workload import ALLOC, BURN, WRITE, OwnCgroup
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 SAMPLES = 9  # pidstat intervals of 2 s

@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.k8s.kube_helpers import ControlPlane, free_port
+from tests.helpers.kube import ControlPlane
+from tests.helpers.net import free_port
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "kube-apiserver.sh"
 

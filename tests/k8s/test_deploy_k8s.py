@@ -10,21 +10,20 @@ server's pod proxy (which refuses loopback pod IPs) with the RBAC of the manifes
 from __future__ import annotations
 
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from tests.collect.helpers import collector, write_polls
-from tests.dataset_files import LIVE
-from tests.k8s.kube_helpers import ControlPlane, host_ip
+from tests.helpers.cli import CROFT
+from tests.helpers.collect import collector, write_polls
+from tests.helpers.dataset import LIVE
+from tests.helpers.kube import ControlPlane, host_ip
 
 pytestmark = pytest.mark.k8s
 
 REPO = Path(__file__).resolve().parents[2]
-CROFT = str(Path(sys.executable).parent / "croft")
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 NODES = {
     "gpu-a": {"labels": {"kubernetes.io/os": "linux"}, "taints": [GPU_TAINT]},

@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.k8s.kube_helpers import ControlPlane
-from tests.webapp_process import running_webapp
+from tests.helpers.kube import ControlPlane
+from tests.helpers.webapp import running_webapp
 
 REPO = Path(__file__).resolve().parents[2]
 HARNESS = REPO / "labs" / "research" / "experiment"

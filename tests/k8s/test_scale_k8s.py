@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import attrs
 import pytest
-from tests.k8s.kube_helpers import ControlPlane, MetricsServer, croft_env, host_ip
-from tests.unit.scale_helpers import CALLS_PER_REQUEST, cid, collector_body
+from tests.helpers.cli import CROFT
+from tests.helpers.kube import ControlPlane, MetricsServer, croft_env, host_ip
+from tests.helpers.scale import CALLS_PER_REQUEST, cid, collector_body
 
 pytestmark = pytest.mark.k8s
 
@@ -26,7 +26,6 @@ NAMESPACE = "croft-exp"
 SA = "croft-scaler-webapp"
 WEB_CONTAINER = cid(0xC0FFEE)
 # The console script, not `python -m croft`: the exit code is part of what is tested.
-CROFT = str(Path(sys.executable).parent / "croft")
 
 
 @attrs.define

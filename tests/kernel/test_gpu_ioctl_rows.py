@@ -21,8 +21,7 @@ from croft.app.bootstrap import Settings, collector_config
 from croft.domain.collector import rows as collect
 from croft.domain.collector.snapshot import Poll
 from croft.domain.dataset.row import Row
-from tests.kernel.children import Child
-from tests.kernel.test_kernel_contract import make_gpu_node
+from tests.helpers.children import Child, make_gpu_node
 
 pytestmark = [pytest.mark.root, pytest.mark.bpf, pytest.mark.slow]
 

@@ -5,7 +5,6 @@ previous read."""
 from __future__ import annotations
 
 import os
-import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,8 +13,8 @@ from typing import Protocol
 import pytest
 
 from croft.domain.collector.kernel import KernelSample, KernelSource
-from tests.kernel.children import PAYLOAD_BYTES, Child
-from tests.kernel.fake_kernel import FakeChild, FakeKernel
+from tests.helpers.children import PAYLOAD_BYTES, Child, make_gpu_node
+from tests.helpers.fake_kernel import FakeChild, FakeKernel
 
 K = 5000
 # What a child may add on its own: its read of the command and its write of `done`.
@@ -72,13 +71,6 @@ class BccHarness:
     def close(self) -> None:
         for source in self._opened:
             source.close()  # type: ignore[attr-defined]
-
-
-def make_gpu_node(directory: Path) -> Path:
-    """A character device with /dev/null's numbers: it takes any ioctl and answers ENOTTY."""
-    node = directory / "nvidia-test0"
-    os.mknod(node, 0o600 | stat.S_IFCHR, os.makedev(1, 3))
-    return node
 
 
 @pytest.fixture(

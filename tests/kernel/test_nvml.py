@@ -10,7 +10,7 @@ import pytest
 
 from croft.adapters.host.nvml import FALLBACK_NOTE, NvmlGpuHolders
 from croft.domain.collector.kernel import GpuHolders, GpuHolderSource
-from tests.kernel.nvml_fake import FIXTURES, RecordedNvml
+from tests.helpers.nvml_fake import FIXTURES, RecordedNvml
 
 RECORDINGS = sorted(path.stem for path in FIXTURES.glob("*.json"))
 

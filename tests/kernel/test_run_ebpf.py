@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration import workload
+from tests.helpers import workload
 
 pytestmark = [pytest.mark.root, pytest.mark.bpf, pytest.mark.slow]
 

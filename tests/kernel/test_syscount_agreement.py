@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from croft.adapters.host.bcc_source import BccKernelSource
-from tests.kernel.children import Child
+from tests.helpers.children import Child
 
 pytestmark = [pytest.mark.root, pytest.mark.bpf, pytest.mark.slow]
 

@@ -7,13 +7,9 @@ import sys
 
 import pytest
 
+from tests.helpers.cli import croft
+
 COMMANDS = ["run", "top", "stats", "profile", "deploy", "collect", "scale"]
-
-
-def croft(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "croft", *args], capture_output=True, text=True, timeout=60, check=False
-    )
 
 
 def test_help_lists_the_seven_commands() -> None:

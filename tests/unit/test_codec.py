@@ -10,7 +10,7 @@ from hypothesis import given
 
 from croft.domain.dataset import codec
 from croft.domain.dataset.row import CgroupUsage, Process, Row, SyscallRate, Usage
-from tests import strategies as s
+from tests.helpers import strategies as s
 
 # The example row of dataset.md, with the elided ids written out.
 SPEC_EXAMPLE = """{

@@ -11,7 +11,7 @@ from croft.domain.collector.rows import CollectorState, rows
 from croft.domain.collector.selection import parse_watch, watched
 from croft.domain.collector.snapshot import Poll
 from croft.domain.dataset.codec import decode_row, encode_row
-from tests.unit.snapshot_builders import HOST, WATCHED, cgroup, config, poll, proc
+from tests.helpers.snapshots import HOST, WATCHED, cgroup, config, poll, proc
 
 
 def run(polls: list[Poll], watch: tuple[str, ...] = ("kubepods",)) -> list[tuple]:

@@ -18,7 +18,7 @@ from croft.adapters.dataset.writer import DatasetWriter
 from croft.domain.dataset.rotation import Limits, Naming, SegmentName
 from croft.domain.utc import parse_stamp
 from croft.errors import UserError
-from tests.dataset_files import LIVE, dataset_files, file_lines, poll_lines, read_rows
+from tests.helpers.dataset import LIVE, dataset_files, file_lines, poll_lines, read_rows
 
 T0 = parse_stamp("20261020T130000Z") or 0
 NAMING = Naming.for_live(LIVE)

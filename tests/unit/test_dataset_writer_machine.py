@@ -17,7 +17,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from croft.adapters.dataset.writer import DatasetWriter
 from croft.domain.dataset.rotation import Limits, Naming, SegmentName
-from tests.dataset_files import LIVE, dataset_files, poll_lines, read_rows
+from tests.helpers.dataset import LIVE, dataset_files, poll_lines, read_rows
 
 NAMING = Naming.for_live(LIVE)
 # Small limits so that segments close every few polls; retention is out of reach here (the model

@@ -18,16 +18,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from croft.domain.deploy.manifests import CAPABILITIES, DeployOptions, docker_run_argv, manifests
+from tests.helpers.cli import CROFT, croft
 
 REPO = Path(__file__).resolve().parents[2]
-CROFT = str(Path(sys.executable).parent / "croft")
 # printable option values, quotes, spaces and shell metacharacters included
 values = st.text(st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), min_size=1, max_size=30)
 images = st.from_regex(r"[a-z0-9][a-z0-9./:@_-]{0,40}", fullmatch=True)
-
-
-def croft(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([CROFT, *args], capture_output=True, text=True, timeout=60, env=env)
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from croft.domain.scaling.decision import DeploymentView
 from croft.domain.scaling.kube import deployment_view, label_selector, parse_cpu_quantity, pod_view
 from croft.domain.scaling.record import NotARecord, RecordedPoll, decode_poll, encode_poll
-from tests.unit.scale_helpers import cid, steady_poll, with_gap
+from tests.helpers.scale import cid, steady_poll, with_gap
 
 
 @pytest.mark.parametrize(

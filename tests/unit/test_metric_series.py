@@ -9,62 +9,16 @@ import attrs
 from hypothesis import given
 from hypothesis import strategies as st
 
-from croft.domain.collector.container import display_path, membership_container_id
 from croft.domain.collector.kernel import KernelSample
 from croft.domain.collector.snapshot import CgroupMembership, Poll
-from croft.domain.dataset.row import CgroupUsage, Process, Row, SyscallRate, Usage
+from croft.domain.dataset.row import Row
 from croft.domain.metrics import names as names
 from croft.domain.metrics.exposition import Sample
-from croft.domain.metrics.series import Health, MetricsMemory, series, top_syscalls
-from tests.unit.snapshot_builders import HOST, WATCHED, poll, proc
+from croft.domain.metrics.series import MetricsMemory, series, top_syscalls
+from tests.helpers.rows import cgroup_usage, member_row
+from tests.helpers.snapshots import HEALTH, HOST, WATCHED, poll, proc
 
 OTHER_POD = CgroupMembership(unified="/kubepods/besteffort/pod99/" + "cd" * 32)
-HEALTH = Health(
-    poll_duration_s=0.125,
-    rows_written_total=40,
-    rows_dropped_total=2,
-    compression_backlog_segments=1,
-    compression_failures_total=3,
-)
-
-
-def usage(**changes: float) -> CgroupUsage:
-    base = CgroupUsage(
-        cpu_cores=1.5,
-        cpu_throttled_fraction=0.25,
-        memory_bytes=1 << 30,
-        oom_kills=0,
-        cpu_pressure_avg10=4.0,
-        memory_pressure_avg10=0.5,
-        io_pressure_avg10=0.0,
-    )
-    return attrs.evolve(base, **changes)
-
-
-def row(
-    membership: CgroupMembership,
-    tgid: int,
-    syscalls: dict[str, float],
-    cgroup_usage: CgroupUsage | None = None,
-    cgroup: str | None = None,
-) -> Row:
-    """A row as the core writes it for a process of `membership` (container id and cgroup derived
-    the same way)."""
-    return Row(
-        unix_ms=1_700_000_000_000,
-        tgid=tgid,
-        process=Process(
-            comm="web",
-            exe="/srv/web",
-            cgroup=cgroup if cgroup is not None else display_path(membership),
-            container_id=membership_container_id(membership),
-            cwd="/",
-        ),
-        workload="no-gpu",
-        usage=Usage(0.5, 1 << 20, 4, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0),
-        cgroup_usage=cgroup_usage or usage(),
-        syscalls=tuple(SyscallRate(n, r) for n, r in syscalls.items()),
-    )
 
 
 def by_name(samples: tuple[Sample, ...], name: str) -> list[Sample]:
@@ -84,7 +38,8 @@ def test_a_container_sums_its_processes_syscalls_and_labels_each_series() -> Non
     current = poll(2, (proc(1), proc(2)))
     cid = "ab" * 32
     samples = one(
-        current, [row(WATCHED, 1, {"sendto": 100.0, "read": 5.0}), row(WATCHED, 2, {"sendto": 20.5})]
+        current,
+        [member_row(WATCHED, 1, {"sendto": 100.0, "read": 5.0}), member_row(WATCHED, 2, {"sendto": 20.5})],
     )
     assert value(samples, names.CONTAINER_SYSCALL_RATE, container_id=cid, syscall="sendto") == 120.5
     assert value(samples, names.CONTAINER_SYSCALL_RATE, container_id=cid, syscall="read") == 5.0
@@ -116,15 +71,17 @@ def test_health_series_and_map_drops_accumulating() -> None:
 
 
 def test_a_host_cgroup_is_a_group_with_an_empty_container_id() -> None:
-    samples = one(poll(2, (proc(7, cgroups=HOST),)), [row(HOST, 7, {"write": 3.0})])
+    samples = one(poll(2, (proc(7, cgroups=HOST),)), [member_row(HOST, 7, {"write": 3.0})])
     (rate,) = by_name(samples, names.CONTAINER_SYSCALL_RATE)
     assert rate.label(names.LABEL_CONTAINER_ID) == ""
     assert rate.label(names.LABEL_CGROUP) == HOST.unified
 
 
 def test_a_container_takes_the_gauges_of_its_own_shortest_cgroup() -> None:
-    nested = row(WATCHED, 2, {"read": 1.0}, usage(memory_bytes=5), cgroup=f"{WATCHED.unified}/worker")
-    samples = one(poll(2, (proc(1), proc(2))), [nested, row(WATCHED, 1, {"read": 2.0})])
+    nested = member_row(
+        WATCHED, 2, {"read": 1.0}, cgroup_usage(memory_bytes=5), cgroup=f"{WATCHED.unified}/worker"
+    )
+    samples = one(poll(2, (proc(1), proc(2))), [nested, member_row(WATCHED, 1, {"read": 2.0})])
     assert value(samples, names.CONTAINER_MEMORY_BYTES) == float(1 << 30)
     assert value(samples, names.CONTAINER_SYSCALL_RATE, syscall="read") == 3.0
     assert {s.label(names.LABEL_CGROUP) for s in samples if s.labels} == {WATCHED.unified}
@@ -133,19 +90,19 @@ def test_a_container_takes_the_gauges_of_its_own_shortest_cgroup() -> None:
 def test_stale_containers_disappear() -> None:
     first, memory = series(
         poll(2, (proc(1), proc(2, cgroups=OTHER_POD))),
-        [row(WATCHED, 1, {"sendto": 1.0}), row(OTHER_POD, 2, {"sendto": 2.0})],
+        [member_row(WATCHED, 1, {"sendto": 1.0}), member_row(OTHER_POD, 2, {"sendto": 2.0})],
         HEALTH,
         MetricsMemory(),
     )
     assert {s.label(names.LABEL_CONTAINER_ID) for s in first if s.labels} == {"ab" * 32, "cd" * 32}
-    second, memory = series(poll(4, (proc(1),)), [row(WATCHED, 1, {"sendto": 1.0})], HEALTH, memory)
+    second, memory = series(poll(4, (proc(1),)), [member_row(WATCHED, 1, {"sendto": 1.0})], HEALTH, memory)
     assert {s.label(names.LABEL_CONTAINER_ID) for s in second if s.labels} == {"ab" * 32}
     third, _ = series(poll(6, ()), [], HEALTH, memory)
     assert [s for s in third if s.labels] == []
 
 
 def test_an_idle_container_stays_with_zero_rates_and_its_last_memory() -> None:
-    busy = row(OTHER_POD, 2, {"sendto": 2.0}, usage(cpu_cores=0.8, memory_bytes=4096))
+    busy = member_row(OTHER_POD, 2, {"sendto": 2.0}, cgroup_usage(cpu_cores=0.8, memory_bytes=4096))
     _, memory = series(poll(2, (proc(1), proc(2, cgroups=OTHER_POD))), [busy], HEALTH, MetricsMemory())
     samples, memory = series(poll(4, (proc(1), proc(2, cgroups=OTHER_POD))), [], HEALTH, memory)
     cid = "cd" * 32
@@ -164,7 +121,7 @@ def test_a_container_never_seen_with_a_row_is_not_served() -> None:
 
 def test_syscalls_past_the_cap_are_summed_as_other() -> None:
     calls = {f"call{i:02d}": float(100 - i) for i in range(30)}
-    samples = one(poll(2, (proc(1),)), [row(WATCHED, 1, calls)])
+    samples = one(poll(2, (proc(1),)), [member_row(WATCHED, 1, calls)])
     rates = {s.label(names.LABEL_SYSCALL): s.value for s in by_name(samples, names.CONTAINER_SYSCALL_RATE)}
     assert len(rates) == names.SYSCALLS_PER_CONTAINER + 1
     assert rates["call00"] == 100.0
@@ -201,7 +158,7 @@ def test_top_syscalls_is_bounded_unique_and_keeps_the_total(totals: dict[str, fl
 @given(st.lists(st.sampled_from([WATCHED, OTHER_POD, HOST]), max_size=8), st.integers(1, 40))
 def test_series_never_repeat_a_label_set_and_stay_bounded(memberships: list, width: int) -> None:
     procs = tuple(proc(i + 1, cgroups=m) for i, m in enumerate(memberships))
-    rows = [row(m, i + 1, {f"c{j}": 1.0 + j for j in range(width)}) for i, m in enumerate(memberships)]
+    rows = [member_row(m, i + 1, {f"c{j}": 1.0 + j for j in range(width)}) for i, m in enumerate(memberships)]
     samples = one(poll(2, procs), rows)
     keys = [(s.name, s.labels) for s in samples]
     assert len(keys) == len(set(keys))

@@ -14,8 +14,8 @@ from croft.domain.dataset.row import Process
 from croft.domain.metrics import names as names
 from croft.domain.metrics.exposition import Sample, parse_exposition
 from croft.domain.metrics.series import Health, MetricsMemory, label_text, series
-from tests.unit.snapshot_builders import WATCHED, poll, proc
-from tests.unit.test_metric_series import HEALTH, row
+from tests.helpers.rows import member_row
+from tests.helpers.snapshots import HEALTH, WATCHED, poll, proc
 
 HOSTILE = [
     '/kube"pods"/a',
@@ -37,7 +37,7 @@ def body_of(samples: tuple[Sample, ...]) -> str:
 
 def hostile_samples(cgroup: str, container_id: str, syscall: str) -> tuple[Sample, ...]:
     """The series of one row whose cgroup, container id and syscall name are the given texts."""
-    base = row(WATCHED, 1, {syscall: 12.5, "read": 1.0})
+    base = member_row(WATCHED, 1, {syscall: 12.5, "read": 1.0})
     hostile = Process(comm="x", exe="x", cgroup=cgroup, container_id=container_id or None, cwd="/")
     samples, _ = series(poll(2, (proc(1),)), [attrs.evolve(base, process=hostile)], HEALTH, MetricsMemory())
     return samples
@@ -59,7 +59,9 @@ def test_any_label_text_round_trips_through_prometheus_client(cgroup: str, cid: 
 
 
 def test_types_help_and_no_default_collectors() -> None:
-    samples, _ = series(poll(2, (proc(1),)), [row(WATCHED, 1, {"sendto": 3.0})], HEALTH, MetricsMemory())
+    samples, _ = series(
+        poll(2, (proc(1),)), [member_row(WATCHED, 1, {"sendto": 3.0})], HEALTH, MetricsMemory()
+    )
     text = body_of(samples)
     assert "# TYPE croft_rows_written_total counter\n" in text
     assert "# TYPE croft_container_syscall_rate gauge\n" in text
@@ -77,7 +79,7 @@ def poll_samples(index: int) -> tuple[Sample, ...]:
     """A poll whose every sample carries `index`, so a torn scrape would show two values."""
     rates = {f"call{j}": float(index) for j in range(20)}
     health = Health(float(index), index, index, index, index)
-    samples, _ = series(poll(index, (proc(1),)), [row(WATCHED, 1, rates)], health, MetricsMemory())
+    samples, _ = series(poll(index, (proc(1),)), [member_row(WATCHED, 1, rates)], health, MetricsMemory())
     return samples
 
 

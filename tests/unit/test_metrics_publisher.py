@@ -7,8 +7,8 @@ from croft.adapters.http.metrics import SnapshotCollector, exposition_body, metr
 from croft.app.metrics_publisher import MetricsPublisher
 from croft.domain.metrics import names as names
 from croft.domain.metrics.exposition import parse_exposition
-from tests.unit.snapshot_builders import WATCHED, poll, proc
-from tests.unit.test_metric_series import row
+from tests.helpers.rows import member_row
+from tests.helpers.snapshots import WATCHED, poll, proc
 
 
 class FakeMonotonic:
@@ -35,7 +35,7 @@ def test_live_duration_runs_from_the_polls_own_clock_reading() -> None:
     publisher = MetricsPublisher(collector, lambda: counters(10), clock, live=True)
     current = poll(2, (proc(1),))  # read at monotonic 2 s
     clock.now_ns = 2_250_000_000
-    publisher.observe(current, (row(WATCHED, 1, {"sendto": 4.0}),))
+    publisher.observe(current, (member_row(WATCHED, 1, {"sendto": 4.0}),))
     health = scraped(collector)
     assert health[names.POLL_DURATION_SECONDS] == 0.25
     assert health[names.ROWS_WRITTEN_TOTAL] == 10.0

@@ -18,7 +18,7 @@ from croft.domain.collector.procparse import (
     parse_status_ctxt,
 )
 from croft.domain.collector.trace import TraceError, check_header, header, poll_from_json, poll_to_json
-from tests.unit.snapshot_builders import poll, proc
+from tests.helpers.snapshots import poll, proc
 
 STAT = (
     b"4242 (tmux: server (1)) S 1 4242 4242 0 -1 4194624 2200 0 3 0 157 43 0 0 20 0 3 0 "

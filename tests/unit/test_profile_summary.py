@@ -18,8 +18,8 @@ from croft.domain.dataset.profile import (
 )
 from croft.domain.dataset.row import Row
 from croft.domain.dataset.views import PROFILE_DECODER
-from tests.dataset_files import make_row
-from tests.spec_keys import PROFILE_KEYS
+from tests.helpers.rows import seq_row
+from tests.helpers.spec_keys import PROFILE_KEYS
 
 finite = st.floats(min_value=-1e15, max_value=1e15, allow_nan=False)
 
@@ -58,7 +58,7 @@ def test_a_prefix_must_be_four_hex_digits_or_more(prefix: str, problem: str | No
 
 
 def row(container: int, unix_ms: int, tgid: int = 1, **cgroup: float) -> Row:
-    base = make_row(tgid, unix_ms, container=container)
+    base = seq_row(tgid, unix_ms, container=container)
     return attrs.evolve(base, cgroup_usage=attrs.evolve(base.cgroup_usage, **cgroup))
 
 

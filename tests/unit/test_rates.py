@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from croft.domain.collector.rates import CgroupRates, ProcessRates, delta
-from tests.unit.snapshot_builders import cgroup, proc
+from tests.helpers.snapshots import cgroup, proc
 
 counters = st.integers(min_value=0, max_value=2**63)
 intervals = st.integers(min_value=-(10**9), max_value=10**11)

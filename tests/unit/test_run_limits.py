@@ -3,17 +3,11 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-# The console script, whose exit code is main()'s (`python -m croft` drops it).
-CROFT = str(Path(sys.executable).parent / "croft")
-
-
-def croft_run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([CROFT, "run", *args], capture_output=True, text=True, timeout=60, check=False)
+from tests.helpers.cli import CROFT, croft
 
 
 @pytest.mark.parametrize(
@@ -32,7 +26,7 @@ def croft_run(*args: str) -> subprocess.CompletedProcess[str]:
 def test_bad_limits_are_one_sentence_before_anything_runs(
     tmp_path: Path, args: list[str], message: str
 ) -> None:
-    out = croft_run("--replay", str(tmp_path / "no-trace"), "--dataset", str(tmp_path / "d.jsonl"), *args)
+    out = croft("run", "--replay", str(tmp_path / "no-trace"), "--dataset", str(tmp_path / "d.jsonl"), *args)
     assert out.returncode == 1
     assert out.stderr.startswith(f"croft: {message}")
     assert "Traceback" not in out.stderr
@@ -61,7 +55,7 @@ def test_the_limits_come_from_the_environment_too(tmp_path: Path) -> None:
 
 def test_an_unwritable_dataset_directory_is_one_sentence(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("")
-    out = croft_run("--replay", str(tmp_path), "--dataset", str(tmp_path / "file" / "croft-dataset.jsonl"))
+    out = croft("run", "--replay", str(tmp_path), "--dataset", str(tmp_path / "file" / "croft-dataset.jsonl"))
     assert out.returncode == 1
     assert "Traceback" not in out.stderr
     # The trace directory is empty: whichever is checked first, the answer is one croft: line.

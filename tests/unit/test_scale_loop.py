@@ -21,7 +21,7 @@ from croft.domain.collector.snapshot import Instant
 from croft.domain.scaling.decision import ScaleConfig
 from croft.domain.scaling.record import decode_poll, replay
 from croft.errors import UserError
-from tests.unit.scale_helpers import CALLS_PER_REQUEST, cid, collector_body
+from tests.helpers.scale import CALLS_PER_REQUEST, cid, collector_body
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = ScaleConfig("sendto", CALLS_PER_REQUEST, 50)

@@ -17,7 +17,7 @@ from croft.domain.scaling.decision import (
     log_line,
     replicas_for,
 )
-from tests.unit.scale_helpers import CALLS_PER_REQUEST, GAP_KINDS, steady_poll, with_gap
+from tests.helpers.scale import CALLS_PER_REQUEST, GAP_KINDS, steady_poll, with_gap
 
 CONFIG = ScaleConfig(syscall="sendto", calls_per_request=CALLS_PER_REQUEST, cpu_per_request_ms=50)
 LIMIT = 0.5

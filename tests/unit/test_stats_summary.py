@@ -23,8 +23,8 @@ from croft.domain.dataset.views import (
     STATS_SYSCALLS_DECODER,
     StatsSyscallsView,
 )
-from tests import strategies as s
-from tests.spec_keys import STATS_KEYS
+from tests.helpers import strategies as s
+from tests.helpers.spec_keys import STATS_KEYS
 
 FACTS = FileFacts(files=1, compressed=0, bytes_on_disk=10)
 
@@ -82,9 +82,9 @@ def test_a_missing_field_fails_the_views() -> None:
 
 
 def _example_row() -> Row:
-    from tests.dataset_files import make_row
+    from tests.helpers.rows import seq_row
 
-    return make_row(1, 1_792_505_950_473)
+    return seq_row(1, 1_792_505_950_473)
 
 
 def views_of(rows: list[Row]) -> list[StatsSyscallsView]:

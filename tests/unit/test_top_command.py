@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
@@ -12,36 +11,26 @@ from pathlib import Path
 import pytest
 
 from croft.domain.dataset.codec import encode_row
-from tests.unit.top_rows import T0_MS, encode, poll, top_row
+from tests.helpers.cli import croft
+from tests.helpers.rows import T0_MS, encode, make_row, poll
 
 LIVE = "croft-dataset.jsonl"
-
-
-def croft_top(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "croft", "top", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env={**os.environ, **(env or {})},
-    )
 
 
 @pytest.fixture
 def dataset(tmp_path: Path) -> Path:
     rows = [
         *poll(T0_MS, 3),
-        top_row(41, T0_MS + 2000, comm="trainer", cpu_cores=3.5, workload="gpu-held"),
-        top_row(7, T0_MS + 2000, comm="loader", cpu_cores=0.25, container_id=None, cwd="/srv/etl"),
-        top_row(1234567, T0_MS + 2000, comm="a-very-long-process-name", cpu_cores=1.0),
+        make_row(41, T0_MS + 2000, comm="trainer", cpu_cores=3.5, workload="gpu-held"),
+        make_row(7, T0_MS + 2000, comm="loader", cpu_cores=0.25, container_id=None, cwd="/srv/etl"),
+        make_row(1234567, T0_MS + 2000, comm="a-very-long-process-name", cpu_cores=1.0),
     ]
     (tmp_path / LIVE).write_bytes(encode(rows))
     return tmp_path
 
 
 def test_once_prints_a_tidy_table_and_exits_0(dataset: Path) -> None:
-    out = croft_top("--once", "--dataset", str(dataset / LIVE))
+    out = croft("top", "--once", "--dataset", str(dataset / LIVE))
     assert out.returncode == 0, out.stderr
     assert out.stderr == ""
     lines = out.stdout.splitlines()
@@ -71,7 +60,7 @@ def test_once_prints_a_tidy_table_and_exits_0(dataset: Path) -> None:
 
 
 def test_the_dataset_comes_from_DATASET_PATH_too(dataset: Path) -> None:
-    out = croft_top("--once", env={"DATASET_PATH": str(dataset)})
+    out = croft("top", "--once", env={"DATASET_PATH": str(dataset)})
     assert out.returncode == 0, out.stderr
     assert "trainer" in out.stdout
 
@@ -85,7 +74,7 @@ def test_the_dataset_comes_from_DATASET_PATH_too(dataset: Path) -> None:
         ),
         (b"", r"croft: \S+ is empty: no poll has been written yet; start `croft run`, or point"),
         (
-            encode_row(top_row(1))[:50],
+            encode_row(make_row(1))[:50],
             r"croft: \S+ has no complete poll yet; wait for `croft run` to write one",
         ),
     ],
@@ -94,7 +83,7 @@ def test_no_poll_is_one_line_and_a_non_zero_exit(tmp_path: Path, content: bytes 
     path = tmp_path / LIVE
     if content is not None:
         path.write_bytes(content)
-    out = croft_top("--once", "--dataset", str(path))
+    out = croft("top", "--once", "--dataset", str(path))
     assert out.returncode == 1
     assert re.fullmatch(message + r".*\n", out.stderr), out.stderr
     assert out.stderr.count("\n") == 1
@@ -103,7 +92,7 @@ def test_no_poll_is_one_line_and_a_non_zero_exit(tmp_path: Path, content: bytes 
 
 @pytest.mark.parametrize("interval", ["0", "-1", "nan"])
 def test_a_bad_interval_is_a_clear_error(dataset: Path, interval: str) -> None:
-    out = croft_top(f"--interval={interval}", "--dataset", str(dataset))
+    out = croft("top", f"--interval={interval}", "--dataset", str(dataset))
     assert out.returncode == 1
     assert out.stderr.startswith("croft: --interval must be a positive number of seconds, got ")
     assert out.stderr.endswith("; try --interval 2\n")

@@ -19,8 +19,8 @@ from croft.domain.top import (
     human_rate,
     truncate,
 )
-from tests.strategies import rows
-from tests.unit.top_rows import T0_MS, top_row
+from tests.helpers.rows import T0_MS, make_row
+from tests.helpers.strategies import rows
 
 TITLES = [c.title for c in COLUMNS]
 
@@ -30,7 +30,7 @@ def cell(table_row: tuple[str, ...], title: str) -> str:
 
 
 def test_a_row_becomes_short_cells() -> None:
-    row = top_row(234758, cpu_cores=1.5, rss_bytes=1145397248, workload="gpu-held", framework="pytorch")
+    row = make_row(234758, cpu_cores=1.5, rss_bytes=1145397248, workload="gpu-held", framework="pytorch")
     table = build_table([NodePoll("gpu-a", T0_MS, (row,))], now_ms=T0_MS + 1200)
     (only,) = table.rows
     assert only.cells == (
@@ -48,19 +48,21 @@ def test_a_row_becomes_short_cells() -> None:
 
 
 def test_host_process_shows_host_and_the_end_of_its_cwd() -> None:
-    short = top_row(1, container_id=None, cwd="/srv/proj")
-    deep = top_row(2, container_id=None, cwd="/home/someone/projects/llm-eval")
+    short = make_row(1, container_id=None, cwd="/srv/proj")
+    deep = make_row(2, container_id=None, cwd="/home/someone/projects/llm-eval")
     assert container_cell(short) == "host:/srv/proj"
     assert container_cell(deep) == "host:…/llm-eval"
-    assert container_cell(top_row(3, container_id=None, cwd="/a-single-very-long-name")) == "host:…-long-name"
+    assert (
+        container_cell(make_row(3, container_id=None, cwd="/a-single-very-long-name")) == "host:…-long-name"
+    )
 
 
 def test_long_comm_and_framework_are_truncated_with_an_ellipsis() -> None:
-    row = top_row(7, comm="a-very-long-process-name", framework="tensorflow-serving")
+    row = make_row(7, comm="a-very-long-process-name", framework="tensorflow-serving")
     (only,) = build_table([NodePoll("n", T0_MS, (row,))], T0_MS).rows
     assert cell(only.cells, "COMM") == "a-very-long-pr…"
     assert cell(only.cells, "FRAMEWORK") == "tensorflo…"
-    (bare,) = build_table([NodePoll("n", T0_MS, (top_row(8, framework=None),))], T0_MS).rows
+    (bare,) = build_table([NodePoll("n", T0_MS, (make_row(8, framework=None),))], T0_MS).rows
     assert cell(bare.cells, "FRAMEWORK") == ""
 
 
@@ -69,7 +71,7 @@ def test_control_characters_never_reach_the_terminal() -> None:
 
 
 def test_rows_are_sorted_by_cpu_busiest_first_and_cut_to_max_rows() -> None:
-    polled = tuple(top_row(100 + i, cpu_cores=c) for i, c in enumerate([0.1, 3.0, 0.0, 1.2, 3.0]))
+    polled = tuple(make_row(100 + i, cpu_cores=c) for i, c in enumerate([0.1, 3.0, 0.0, 1.2, 3.0]))
     table = build_table([NodePoll("n", T0_MS, polled)], T0_MS, max_rows=3)
     assert [cell(r.cells, "PID") for r in table.rows] == ["101", "104", "103"]
     assert table.total_rows == 5
@@ -84,8 +86,8 @@ def test_busiest_syscalls_are_the_top_three_by_rate_without_idle_ones() -> None:
         SyscallRate("write", 3.0),
         SyscallRate("close", 12.0),
     )
-    assert busiest_syscalls(top_row(1, syscalls=calls)) == "epoll_wait 1.2k/s  futex 282/s  close 12/s"
-    assert busiest_syscalls(top_row(1, syscalls=(SyscallRate("ioctl", 0.0),))) == ""
+    assert busiest_syscalls(make_row(1, syscalls=calls)) == "epoll_wait 1.2k/s  futex 282/s  close 12/s"
+    assert busiest_syscalls(make_row(1, syscalls=(SyscallRate("ioctl", 0.0),))) == ""
 
 
 def test_a_list_cell_keeps_whole_items_that_fit() -> None:
@@ -128,7 +130,7 @@ def test_units() -> None:
 
 
 def test_header_names_node_time_age_processes_and_gpu_holders() -> None:
-    polled = (top_row(1, workload="gpu-held"), top_row(2, workload="gpu-onset"), top_row(3))
+    polled = (make_row(1, workload="gpu-held"), make_row(2, workload="gpu-onset"), make_row(3))
     table = build_table([NodePoll("gpu-a", T0_MS, polled)], now_ms=T0_MS + 2500)
     assert (
         table.header == "node gpu-a · poll 2026-10-20 14:19:10 UTC (2.5 s ago) · 3 processes · 2 GPU holders"
@@ -136,8 +138,8 @@ def test_header_names_node_time_age_processes_and_gpu_holders() -> None:
 
 
 def test_several_nodes_get_a_node_column_and_an_age_span() -> None:
-    a = NodePoll("gpu-a", T0_MS, (top_row(1, T0_MS, cpu_cores=0.1),))
-    b = NodePoll("gpu-b", T0_MS - 600_000, (top_row(1, T0_MS - 600_000, cpu_cores=0.9),))
+    a = NodePoll("gpu-a", T0_MS, (make_row(1, T0_MS, cpu_cores=0.1),))
+    b = NodePoll("gpu-b", T0_MS - 600_000, (make_row(1, T0_MS - 600_000, cpu_cores=0.9),))
     table = build_table([b, a], now_ms=T0_MS + 1000)
     assert table.columns[0].title == "NODE"
     assert [r.cells[0] for r in table.rows] == ["gpu-b", "gpu-a"]

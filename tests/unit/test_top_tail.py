@@ -24,7 +24,7 @@ from croft.adapters.dataset.tail import (
 )
 from croft.domain.dataset.codec import encode_row
 from croft.domain.dataset.row import Row
-from tests.unit.top_rows import T0_MS, encode, poll, top_row
+from tests.helpers.rows import T0_MS, encode, make_row, poll
 
 
 class CountingReader:
@@ -66,7 +66,7 @@ def test_the_newest_poll_of_three(tmp_path: Path) -> None:
 
 def test_a_torn_line_of_a_new_poll_is_skipped(tmp_path: Path) -> None:
     whole = encode(poll(T0_MS, 3) + poll(T0_MS + 2000, 2, first_tgid=2000))
-    torn = encode_row(top_row(3000, T0_MS + 4000))[:57]  # the next poll, cut while being written
+    torn = encode_row(make_row(3000, T0_MS + 4000))[:57]  # the next poll, cut while being written
     tail = tail_file(write(tmp_path / LIVE_NAME, whole + torn))
     assert tgids(tail) == [2000, 2001]
     assert tail.torn
@@ -156,7 +156,7 @@ def test_reading_back_in_blocks_agrees_with_reading_forwards(sizes: list[int], b
     """Whatever the block size, the backwards reader finds the rows a forward read would; a torn
     tail of a new poll never changes the answer."""
     rows = [r for k, n in enumerate(sizes) for r in poll(T0_MS + 2000 * k, n, first_tgid=100 * k)]
-    data = encode(rows) + encode_row(top_row(99_999, T0_MS + 2000 * len(sizes)))[: torn and torn + 20]
+    data = encode(rows) + encode_row(make_row(99_999, T0_MS + 2000 * len(sizes)))[: torn and torn + 20]
     tail = newest_poll(io.BytesIO(data), len(data), first_block=block)
     assert tgids(tail) == naive_newest(data)
     assert tail.skipped_lines == 0
@@ -220,7 +220,7 @@ def test_per_node_directories_give_each_node_its_newest_poll(tmp_path: Path) -> 
             encode(poll(T0_MS, 2) + poll(T0_MS + 2000 * (k + 1), 2, first_tgid=(k + 1) * 10)),
         )
     (tmp_path / "cpu-c").mkdir()
-    write(tmp_path / "cpu-c" / LIVE_NAME, encode_row(top_row(1))[:40])  # only a torn line so far
+    write(tmp_path / "cpu-c" / LIVE_NAME, encode_row(make_row(1))[:40])  # only a torn line so far
     (tmp_path / "notes").mkdir()  # not a dataset: ignored
     snapshot = read_newest(tmp_path, "here")
     assert [(p.node, [r.tgid for r in p.rows]) for p in snapshot.polls] == [

@@ -21,7 +21,7 @@ FALLBACK_NOTE = "GPU detection falls back to GPU ioctls and open device files"
 
 class NvmlApi(Protocol):
     """The slice of `pynvml` croft calls; the `pynvml` module itself is one, a recorded trace is
-    another (tests/kernel/nvml_fake.py). Errors are `pynvml.NVMLError`."""
+    another (tests/helpers/nvml_fake.py). Errors are `pynvml.NVMLError`."""
 
     def nvmlInit(self) -> None: ...
     def nvmlShutdown(self) -> None: ...

@@ -10,13 +10,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-WEBAPP = Path(__file__).resolve().parents[1] / "labs/research/experiment/workloads/webapp/webapp.py"
+from tests.helpers.net import free_port
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+WEBAPP = Path(__file__).resolve().parents[2] / "labs/research/experiment/workloads/webapp/webapp.py"
 
 
 @contextmanager

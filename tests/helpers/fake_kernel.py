@@ -61,7 +61,7 @@ class FakeKernel:
 
 
 class FakeChild:
-    """The simulated twin of tests.kernel.children.Child: each command lands in the fake kernel as
+    """The simulated twin of tests.helpers.children.Child: each command lands in the fake kernel as
     the real child's syscalls land in the BPF maps (plus its read of stdin and write of `done`)."""
 
     _next_tgid = 900_000

@@ -1,5 +1,6 @@
-"""Reading a dataset directory back in tests, with zstandard and the codec only (the readers of
-croft stats/profile are built elsewhere): segments in name order, then the live file."""
+"""Reading a dataset directory back in tests, with zstandard and the codec only (not with croft's
+readers, which the tests check): segments in name order, then the live file; and numbered polls to
+write."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import zstandard
 
 from croft.domain.dataset import codec
 from croft.domain.dataset.rotation import Naming
-from croft.domain.dataset.row import CgroupUsage, Process, Row, SyscallRate, Usage
+from croft.domain.dataset.row import Row
+from tests.helpers.rows import seq_row
 
 LIVE = "croft-dataset.jsonl"
 
@@ -42,26 +44,6 @@ def read_rows(directory: Path, live_name: str = LIVE) -> list[Row]:
     ]
 
 
-def make_row(seq: int, unix_ms: int, *, container: int = 0) -> Row:
-    """A small, valid row whose `tgid` carries a sequence number for exactly-once checks."""
-    return Row(
-        unix_ms=unix_ms,
-        tgid=seq,
-        process=Process(
-            comm="python",
-            exe="/usr/bin/python3",
-            cgroup=f"/kubepods/pod{container}",
-            container_id=f"{container:064x}",
-            cwd="/workspace",
-            framework="pytorch",
-        ),
-        workload="no-gpu",
-        usage=Usage(0.5, 1 << 30, 8, 1.0, 0.0, 0.0, 512.0, 10.0, 20.0, 0.001),
-        cgroup_usage=CgroupUsage(0.5, 0.0, 1 << 30, 0, 0.0, 0.0, 0.0),
-        syscalls=(SyscallRate("futex", 100.0), SyscallRate("read", 3.5)),
-    )
-
-
 def poll_lines(first_seq: int, count: int, unix_ms: int) -> bytes:
     """`count` encoded rows numbered from `first_seq`, as one poll hands them to the sink."""
-    return b"".join(codec.encode_row(make_row(first_seq + i, unix_ms)) for i in range(count))
+    return b"".join(codec.encode_row(seq_row(first_seq + i, unix_ms)) for i in range(count))

@@ -1,4 +1,4 @@
-"""Real collector processes and local reading for the croft collect tests."""
+"""Real collector processes (serve_dataset.py) and local reading for the croft collect tests."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from croft.adapters.dataset.fetch import HttpDatasetSource
 from croft.adapters.dataset.node_copy import NodeCopy, NodeResult
 from croft.adapters.dataset.writer import DatasetWriter
 from croft.domain.dataset.rotation import Limits
-from tests.dataset_files import LIVE, poll_lines
+from tests.helpers.dataset import LIVE, poll_lines
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -23,7 +23,7 @@ NO_ROTATION = Limits(rotate_secs=10**6, rotate_bytes=1 << 40, retain_days=3650, 
 
 
 class Collector:
-    """A real server process (tests/collect/serve_dataset.py) serving `directory`'s dataset."""
+    """A real server process (serve_dataset.py, beside this module) serving `directory`'s dataset."""
 
     def __init__(self, directory: Path, port: int = 0, host: str = "127.0.0.1") -> None:
         self.directory = directory

@@ -259,11 +259,5 @@ class MetricsServer:
         self._thread.join(timeout=5)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def croft_env() -> dict[str, str]:
     return {**os.environ, "PYTHONUNBUFFERED": "1"}

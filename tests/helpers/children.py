@@ -12,9 +12,12 @@ getppid, sendto or ioctl on its own after start-up.
 
 from __future__ import annotations
 
+import os
+import stat
 import subprocess
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 PAYLOAD_BYTES = 100
 
@@ -114,3 +117,10 @@ class Child:
             self.process.wait()
         if self.process.stdout is not None:
             self.process.stdout.close()
+
+
+def make_gpu_node(directory: Path) -> Path:
+    """A character device with /dev/null's numbers: it takes any ioctl and answers ENOTTY."""
+    node = directory / "nvidia-test0"
+    os.mknod(node, 0o600 | stat.S_IFCHR, os.makedev(1, 3))
+    return node

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -16,11 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests.helpers.net import free_port
 
 
 def wait_for(what: str, check: Callable[[], Any], timeout_s: float = 60.0) -> Any:

@@ -2,7 +2,7 @@
 polls of numbered rows as fast as it takes them, on a clock that runs 400x fast so that segments
 close and compress every few hundred milliseconds.
 
-    python -m tests.dataset_driver DIR FIRST_SEQ START_MS
+    python -m tests.helpers.dataset_driver DIR FIRST_SEQ START_MS
 
 After each append returns it prints the sequence number one past the poll's last row: everything
 below the last number printed was written by a completed poll."""
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from croft.adapters.dataset.writer import DatasetWriter
 from croft.domain.dataset.rotation import Limits
-from tests.dataset_files import LIVE, poll_lines
+from tests.helpers.dataset import LIVE, poll_lines
 
 LIMITS = Limits(rotate_secs=60, rotate_bytes=24_000, retain_days=3650, retain_bytes=1 << 40)
 ROWS_PER_POLL = 7

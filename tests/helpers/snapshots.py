@@ -1,4 +1,5 @@
-"""Small builders for snapshots in the collector's unit tests."""
+"""Small builders for the collector's snapshots (processes, cgroups, polls, its config) and the
+health figures served beside them."""
 
 from __future__ import annotations
 
@@ -10,9 +11,18 @@ from croft.domain.collector.frameworks import Catalog, Framework, Matcher
 from croft.domain.collector.kernel import GpuHolders, KernelSample
 from croft.domain.collector.rows import CollectorConfig
 from croft.domain.collector.snapshot import CgroupMembership, CgroupSample, Instant, Poll, ProcessSample
+from croft.domain.metrics.series import Health
 
 WATCHED = CgroupMembership(unified="/kubepods/burstable/pod1234/" + "ab" * 32)
 HOST = CgroupMembership(unified="/user.slice/user-0.slice/session-1.scope")
+# The collector's health figures beside a poll's series on /metrics.
+HEALTH = Health(
+    poll_duration_s=0.125,
+    rows_written_total=40,
+    rows_dropped_total=2,
+    compression_backlog_segments=1,
+    compression_failures_total=3,
+)
 
 
 def proc(tgid: int = 100, **changes: Any) -> ProcessSample:
