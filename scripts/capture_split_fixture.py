@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from scripts.capture_fixtures import capture_procfs_files  # noqa: E402
-from tests.integration.workload import BURN, SplitCgroups  # noqa: E402
+from tests.helpers.workload import BURN, SplitCgroups  # noqa: E402
 
 OUT = REPO / "fixtures" / "procfs" / "split"
 FILES = {

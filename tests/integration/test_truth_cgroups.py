@@ -24,7 +24,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from tests.integration.workload import BURN, SplitCgroups
+from tests.helpers.workload import BURN, SplitCgroups
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 WINDOW_S = 20.0
