@@ -62,4 +62,5 @@ def rows(draw: st.DrawFn) -> Row:
         ioctl_count=draw(counts) if gpu else None,
         since_last_gpu_ioctl_ms=draw(counts) if gpu else None,
         label=draw(st.none() | text),
+        node=draw(st.none() | text),
     )

@@ -115,3 +115,30 @@ def test_user_catalog_names_the_workload(tmp_path: Path) -> None:
     frameworks = {r["tgid"]: r["process"].get("framework") for r in rows_of(out)}
     assert frameworks[PIDS["burn"]] == "fixture-burner"
     assert frameworks[PIDS["write"]] is None
+
+
+def test_rows_name_the_node_of_the_trace_or_of_node(tmp_path: Path) -> None:
+    """A trace whose header names its node gives rows that name it; `--node` overrides it; a trace
+    recorded before nodes were kept (the golden ones) gives rows without the key."""
+    import zstandard
+
+    (source,) = sorted((TRACES / "live").glob("*.jsonl.zst"))
+    with source.open("rb") as raw:
+        header, rest = (
+            zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True).read().split(b"\n", 1)
+        )
+    named = orjson.loads(header) | {"node": "gpu-a"}
+    trace = tmp_path / "trace"
+    trace.mkdir()
+    (trace / source.name).write_bytes(zstandard.ZstdCompressor().compress(orjson.dumps(named) + b"\n" + rest))
+    golden = rows_of(GOLDEN / "live.jsonl")
+    assert golden and all("node" not in row for row in golden)
+    for extra, node in (((), "gpu-a"), (("--node", "lab-7"), "lab-7")):
+        out = tmp_path / node / "croft-dataset.jsonl"
+        done = replay(trace, out, *extra)
+        assert done.returncode == 0, done.stderr
+        got = rows_of(out)
+        assert [row.pop("node") for row in got] == [node] * len(golden)
+        assert got == golden
+    done = replay(trace, tmp_path / "bad" / "d.jsonl", "--node", "../etc")
+    assert done.returncode == 1 and "--node" in done.stderr and "Traceback" not in done.stderr

@@ -17,7 +17,7 @@ from croft.adapters.host.cgroupns import find_namespace_root
 from croft.adapters.host.clock import SystemClock
 from croft.adapters.host.poller import LiveSource, UnavailableGpu
 from croft.adapters.host.procfs import ProcFS
-from croft.adapters.host.trace import TraceRecorder, read_trace, recorded_watch, trace_files
+from croft.adapters.host.trace import TraceRecorder, read_trace, recorded_node, recorded_watch, trace_files
 from croft.adapters.http.metrics import CONTENT_TYPE, SnapshotCollector, exposition_body, metrics_registry
 from croft.adapters.http.pages import healthz, landing_page
 from croft.adapters.http.server import HttpServer, Response
@@ -49,6 +49,7 @@ class Settings:
     cgroup_root: Path = Path("/sys/fs/cgroup")
     limits: Limits = attrs.field(factory=Limits)
     verbose: bool = False  # show what clang and the verifier said when eBPF fails to load
+    node: str | None = None  # the node rows name; None: none (a replay of a trace that names none)
 
 
 def load_catalog(user_file: Path | None) -> Catalog:
@@ -71,7 +72,9 @@ def load_catalog(user_file: Path | None) -> Catalog:
 
 def collector_config(settings: Settings) -> CollectorConfig:
     return CollectorConfig(
-        watch=parse_watch(settings.watch), matcher=Matcher(load_catalog(settings.frameworks))
+        watch=parse_watch(settings.watch),
+        matcher=Matcher(load_catalog(settings.frameworks)),
+        node=settings.node,
     )
 
 
@@ -85,7 +88,9 @@ def build_pipeline(
 ) -> Pipeline:
     """Core, sink and recorder; with `metrics`, every poll's series are published to it."""
     config = collector_config(settings)
-    recorder = TraceRecorder(settings.record, settings.watch) if settings.record is not None else None
+    recorder = (
+        TraceRecorder(settings.record, settings.watch, settings.node) if settings.record is not None else None
+    )
     sink = build_sink(settings)
     observer: PollObserver | None = None
     if metrics is not None:
@@ -163,13 +168,19 @@ def build_replay(
     settings: Settings, replay: Path, metrics: SnapshotCollector | None = None
 ) -> tuple[Pipeline, Iterator[Iterator[Poll]]]:
     """The replaying collector: polls from the trace files at `replay`, no clock, no root. Without
-    `--watch`, the trace's recorded one applies."""
+    `--watch`, the trace's recorded one applies; without `--node`, the node the trace names (rows of
+    a trace that names none carry no node)."""
     files = trace_files(replay)
     if not files:
         raise UserError(f"no trace files (*.jsonl.zst) in {replay}; record one with croft run --record DIR")
     if not settings.watch:
         try:
             settings = attrs.evolve(settings, watch=recorded_watch(files[0]))
+        except TraceError as exc:
+            raise UserError(f"{files[0]}: {exc}; give a trace recorded by croft run --record") from exc
+    if settings.node is None:
+        try:
+            settings = attrs.evolve(settings, node=recorded_node(files[0]))
         except TraceError as exc:
             raise UserError(f"{files[0]}: {exc}; give a trace recorded by croft run --record") from exc
     pipeline = build_pipeline(settings, metrics, live=False)

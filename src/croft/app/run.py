@@ -64,14 +64,24 @@ def run(
             "last poll (SIGTERM ends it sooner)"
         ),
     ] = 0.0,
+    node: Annotated[
+        str,
+        Parameter(
+            env_var="CROFT_NODE",
+            help="the node name every row carries (the DaemonSet sets it from spec.nodeName); "
+            "empty: this machine's host name, or with --replay the node the trace names",
+        ),
+    ] = "",
     verbose: Annotated[bool, Parameter(help="log every poll and full causes")] = False,
 ) -> int:
     """Load the eBPF programs, poll every 2 s and write the dataset. Needs root."""
     import logging
     import os
+    import socket
 
     from croft.adapters.host.clock import SystemClock
     from croft.app import bootstrap, collector
+    from croft.domain.dataset.http import is_safe_name
 
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO, format="croft: %(message)s", force=True
@@ -83,8 +93,18 @@ def run(
         raise UserError(errors[0])
     if linger and (replay is None or not metrics_addr or linger < 0):
         raise UserError("--linger takes seconds >= 0 and needs --replay and --metrics-addr")
+    if node and not is_safe_name(node):
+        raise UserError(f"--node {node!r} is not a plain name (letters, digits, . _ -); give the node's name")
+    if not node and replay is None:
+        node = socket.gethostname()
     settings = bootstrap.Settings(
-        dataset=dataset, watch=watch, frameworks=frameworks, record=record, limits=limits, verbose=verbose
+        dataset=dataset,
+        watch=watch,
+        frameworks=frameworks,
+        record=record,
+        limits=limits,
+        verbose=verbose,
+        node=node or None,
     )
     if replay is None and os.geteuid() != 0:
         raise UserError(

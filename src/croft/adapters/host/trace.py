@@ -18,17 +18,26 @@ from pathlib import Path
 import zstandard
 
 from croft.domain.collector.snapshot import Poll
-from croft.domain.collector.trace import TraceError, check_header, header, poll_from_json, poll_to_json
+from croft.domain.collector.trace import (
+    TraceError,
+    check_header,
+    header,
+    header_node,
+    poll_from_json,
+    poll_to_json,
+)
 
 SUFFIX = ".jsonl.zst"
 
 
 class TraceRecorder:
     """Appends polls to a new trace file in `directory` (created if missing); `watch` is the
-    `--watch` value, kept in the header so a replay selects the same processes."""
+    `--watch` value, kept in the header so a replay selects the same processes; `node` the node
+    recorded on, kept there so a replay's rows name it."""
 
-    def __init__(self, directory: Path, watch: str = "") -> None:
+    def __init__(self, directory: Path, watch: str = "", node: str | None = None) -> None:
         self._watch = watch
+        self._node = node
         directory.mkdir(parents=True, exist_ok=True)
         self._directory = directory
         self._file: io.BufferedWriter | None = None
@@ -41,7 +50,7 @@ class TraceRecorder:
             self.path = self._directory / f"croft-trace-{poll.at.unix_ms}{SUFFIX}"
             self._file = self.path.open("xb")
             self._writer = zstandard.ZstdCompressor(level=3).stream_writer(self._file, closefd=False)
-            self._writer.write(header(self._watch))
+            self._writer.write(header(self._watch, self._node))
         self._writer.write(poll_to_json(poll))
         self._writer.flush(zstandard.FLUSH_FRAME)
         assert self._file is not None
@@ -67,6 +76,16 @@ def recorded_watch(path: Path) -> str:
         reader = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
         try:
             return check_header(io.BufferedReader(reader).readline())
+        except zstandard.ZstdError as exc:
+            raise TraceError(f"{path} is not zstd-compressed") from exc
+
+
+def recorded_node(path: Path) -> str | None:
+    """The node a trace file was recorded on; None when its header names none."""
+    with path.open("rb") as raw:
+        reader = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
+        try:
+            return header_node(io.BufferedReader(reader).readline())
         except zstandard.ZstdError as exc:
             raise TraceError(f"{path} is not zstd-compressed") from exc
 

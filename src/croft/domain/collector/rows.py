@@ -24,11 +24,13 @@ from croft.domain.dataset.row import CgroupUsage, Process, Row, SyscallRate, Usa
 
 @attrs.frozen
 class CollectorConfig:
-    """`watch` are the cgroup path prefixes of `--watch` (see `croft.domain.collector.selection`)."""
+    """`watch` are the cgroup path prefixes of `--watch` (see `croft.domain.collector.selection`);
+    `node` the node every row names (None: rows carry no node)."""
 
     watch: tuple[str, ...]
     matcher: Matcher = attrs.field(eq=False)
     idle_every: int = IDLE_EVERY
+    node: str | None = None
 
 
 @attrs.frozen
@@ -196,6 +198,7 @@ def _row(
         syscalls=_syscalls(counts, interval_s),
         ioctl_count=reading.ioctl_count,
         since_last_gpu_ioctl_ms=reading.since_last_gpu_ioctl_ms,
+        node=config.node,
     )
     return row, known
 

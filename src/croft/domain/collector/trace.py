@@ -2,7 +2,8 @@
 `croft.adapters.host.trace` for the files around it).
 
 A trace file is zstd-compressed JSON lines. Its first line is the header
-`{"croft_trace": 1, "watch": "<the --watch it was recorded with>"}`;
+`{"croft_trace": 1, "watch": "<the --watch it was recorded with>", "node": "<the node>"}` (`node`
+left out by recorders before it, and when unknown);
 every other line is one `Poll` as `poll_to_json` writes it: the attrs fields of
 `croft.domain.collector.snapshot.Poll` by name (tuples as lists, tgid-keyed maps as objects with decimal
 string keys, `GpuIoctls` as objects). Unknown versions are refused; a line that does not decode is a
@@ -21,9 +22,12 @@ from croft.domain.collector.snapshot import Poll
 TRACE_VERSION = 1
 
 
-def header(watch: str) -> bytes:
-    """The first line of a trace recorded with `--watch watch`."""
-    return orjson.dumps({"croft_trace": TRACE_VERSION, "watch": watch}) + b"\n"
+def header(watch: str, node: str | None = None) -> bytes:
+    """The first line of a trace recorded with `--watch watch` on `node`."""
+    fields: dict[str, object] = {"croft_trace": TRACE_VERSION, "watch": watch}
+    if node is not None:
+        fields["node"] = node
+    return orjson.dumps(fields) + b"\n"
 
 
 class TraceError(ValueError):
@@ -60,3 +64,13 @@ def check_header(line: bytes) -> str:
     if not isinstance(watch, str):
         raise TraceError("the trace header's watch is not a string")
     return watch
+
+
+def header_node(line: bytes) -> str | None:
+    """The node a trace header line names; None when it names none (older recorders). Raises
+    `TraceError` unless `line` is a header of version `TRACE_VERSION`."""
+    check_header(line)
+    node = orjson.loads(line).get("node")
+    if node is not None and not isinstance(node, str):
+        raise TraceError("the trace header's node is not a string")
+    return node

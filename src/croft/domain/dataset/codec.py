@@ -1,9 +1,10 @@
 """The one converter that owns the dataset's JSON shape (dataset.md).
 
-On disk a row's keys come in this order: unix_ms, tgid, process, workload, ioctl_count,
-since_last_gpu_ioctl_ms, usage, cgroup_usage, syscalls, label. `framework`, the two GPU fields and
-`label` are left out when None. Structuring is strict: a wrong type is an error, never coerced, so a
-reader can tell a row from a line that only looks like one.
+On disk a row's keys come in this order: unix_ms, tgid, node, process, workload, ioctl_count,
+since_last_gpu_ioctl_ms, usage, cgroup_usage, syscalls, label. `node`, `framework`, the two GPU
+fields and `label` are left out when None (rows of collectors before `node` have none).
+Structuring is strict: a wrong type is an error, never coerced, so a reader can tell a row from a
+line that only looks like one.
 """
 
 from __future__ import annotations
@@ -81,9 +82,11 @@ def _unstructure_row(row: Row) -> dict[str, Any]:
     out: dict[str, Any] = {
         "unix_ms": row.unix_ms,
         "tgid": row.tgid,
-        "process": converter.unstructure(row.process),
-        "workload": row.workload,
     }
+    if row.node is not None:
+        out["node"] = row.node
+    out["process"] = converter.unstructure(row.process)
+    out["workload"] = row.workload
     if row.ioctl_count is not None:
         out["ioctl_count"] = row.ioctl_count
     if row.since_last_gpu_ioctl_ms is not None:

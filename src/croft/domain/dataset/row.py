@@ -65,7 +65,9 @@ class SyscallRate:
 @attrs.frozen
 class Row:
     """One JSON line of the dataset. `ioctl_count` and `since_last_gpu_ioctl_ms` are both None for a
-    process that never touched a GPU; `label` is None outside labelled experiments."""
+    process that never touched a GPU; `label` is None outside labelled experiments. `node` is the
+    node the collector ran on (`croft run --node`); None in rows of older collectors, whose readers
+    take the node from the per-node directory's name instead."""
 
     unix_ms: int
     tgid: int
@@ -77,3 +79,4 @@ class Row:
     ioctl_count: int | None = None
     since_last_gpu_ioctl_ms: int | None = None
     label: str | None = None
+    node: str | None = None

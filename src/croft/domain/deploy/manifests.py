@@ -82,11 +82,12 @@ class DeployOptions:
 
 
 def docker_run_argv(options: DeployOptions, name: str = APP_LABEL) -> tuple[str, ...]:
-    """The `docker run` argument list: detached, restarted unless stopped, the host's pid and cgroup
-    namespaces, the capabilities above and no others, a read-only root with a tmpfs /tmp, the host
-    paths above, /metrics and the dataset published on the host's loopback only."""
+    """The `docker run` argument list: detached, restarted unless stopped, the host's pid, cgroup and
+    UTS namespaces (the host name rows carry as their node), the capabilities above and no others, a
+    read-only root with a tmpfs /tmp, the host paths above, /metrics and the dataset published on the
+    host's loopback only."""
     argv = ["docker", "run", "--detach", f"--name={name}", "--restart=unless-stopped"]
-    argv += ["--pid=host", "--cgroupns=host", "--cap-drop=ALL"]
+    argv += ["--pid=host", "--cgroupns=host", "--uts=host", "--cap-drop=ALL"]  # uts: rows name the host
     argv += [f"--cap-add={cap}" for cap in options.capabilities]
     argv += ["--read-only", "--tmpfs=/tmp", "--security-opt=no-new-privileges"]
     for _, path, read_only in HOST_PATHS:
@@ -114,6 +115,8 @@ def _container(options: DeployOptions) -> dict[str, Any]:
         "env": [
             {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
             {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "utility"},
+            # rows name the node, not the pod (a DaemonSet pod's host name is the pod's name)
+            {"name": "CROFT_NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
         ],
         "ports": [{"name": "http", "containerPort": options.port, "protocol": "TCP"}],
         "resources": {
