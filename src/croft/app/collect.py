@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from cyclopts import Parameter
 
+from croft.app.options import check_number
 from croft.errors import UserError
 
 if TYPE_CHECKING:
-    from croft.adapters.dataset.fetch import HttpDatasetSource
+    from croft.adapters.dataset.fetch import Deadline, HttpDatasetSource
 
 DEFAULT_SELECTOR = "app.kubernetes.io/name=croft-collector"
 DEFAULT_PORT = 9464
@@ -41,49 +42,86 @@ def collect(
     timeout: Annotated[
         float, Parameter(help="seconds a collector may stay silent before it counts as gone")
     ] = 30.0,
+    deadline: Annotated[
+        float,
+        Parameter(
+            help="seconds the whole collect may take; what landed by then is kept and continued next time"
+        ),
+    ] = 3600.0,
 ) -> int:
     """Copy each collector pod's closed segments and live file into <out>/<node>/."""
+    from croft.adapters.dataset.fetch import Deadline
+
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {out} is a file; give a directory for the per-node datasets")
-    if timeout <= 0:
-        raise UserError(f"--timeout must be a positive number of seconds, got {timeout}")
-    with _targets(namespace, kubeconfig, selector, port, url, timeout) as targets:
+    check_number("--timeout", timeout, 0, 86400, "seconds", low_open=True)
+    check_number("--deadline", deadline, 0, 7 * 86400, "seconds", low_open=True)
+    budget = Deadline(deadline)
+    with _targets(namespace, kubeconfig, selector, port, url, timeout, budget) as targets:
         if not targets:
             raise UserError(
                 f"no running collector pods in namespace {namespace} (selector {selector}); "
                 "deploy them with croft deploy kubernetes"
             )
-        out.mkdir(parents=True, exist_ok=True)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            from croft.adapters.dataset.node_copy import local_write_sentence
+
+            raise UserError(f"{local_write_sentence(exc, out)}; give another --out") from None
         return copy_all(targets, out)
+
+
+def url_targets(urls: tuple[str, ...]) -> list[tuple[str, str]]:
+    """(node, base URL) of each `--url NODE=URL`, in node order; raises `UserError` for a malformed
+    entry, a node name that is not a plain safe name, or a node given twice."""
+    from croft.domain.dataset.http import is_safe_name
+
+    found: dict[str, str] = {}
+    for item in urls:
+        node, sep, base = item.partition("=")
+        if not sep or not base.startswith(("http://", "https://")) or not base.isprintable():
+            raise UserError(
+                f"--url {item!r:.200} is not NODE=http://host:port; give e.g. gpu-a=http://10.0.0.5:9464"
+            )
+        if not is_safe_name(node):
+            raise UserError(
+                f"--url node name {node!r:.100} is not a plain safe name (letters, digits, . _ -, "
+                "one line, not starting with . or -)"
+            )
+        if node in found:
+            raise UserError(
+                f"--url names node {node} twice ({found[node]} and {base}); give each node one name"
+            )
+        found[node] = base
+    return sorted(found.items())
 
 
 @contextmanager
 def _targets(
-    namespace: str, kubeconfig: Path | None, selector: str, port: int, urls: tuple[str, ...], timeout_s: float
+    namespace: str,
+    kubeconfig: Path | None,
+    selector: str,
+    port: int,
+    urls: tuple[str, ...],
+    timeout_s: float,
+    deadline: Deadline,
 ) -> Iterator[Targets]:
     import httpx
 
     from croft.adapters.dataset.fetch import HttpDatasetSource
-    from croft.domain.dataset.http import is_safe_name
 
     if urls:
         targets: Targets = []
-        for item in urls:
-            node, sep, base = item.partition("=")
-            if not sep or not base.startswith(("http://", "https://")):
-                raise UserError(
-                    f"--url {item!r} is not NODE=http://host:port; give e.g. gpu-a=http://10.0.0.5:9464"
-                )
-            if not is_safe_name(node):
-                raise UserError(f"--url node name {node!r} is not a plain safe name (letters, digits, . _ -)")
+        for node, base in url_targets(urls):
 
             @contextmanager
             def direct(base: str = base) -> Iterator[HttpDatasetSource]:
                 with httpx.Client(base_url=base, timeout=timeout_s, trust_env=False) as http:
-                    yield HttpDatasetSource(http, "", f"the collector at {base}")
+                    yield HttpDatasetSource(http, "", f"the collector at {base}", deadline)
 
             targets.append((node, direct))
-        yield sorted(targets, key=lambda t: t[0])
+        yield targets
         return
 
     from croft.adapters.kube.cluster import Kube, load_configuration
@@ -106,7 +144,8 @@ def _targets(
 
             def proxied(pod: str) -> Callable[[], AbstractContextManager[HttpDatasetSource]]:
                 base = f"/api/v1/namespaces/{namespace}/pods/{pod}:{port}/proxy"
-                return lambda: nullcontext(HttpDatasetSource(http, base, f"pod {namespace}/{pod}"))
+                what = f"pod {namespace}/{pod}"
+                return lambda: nullcontext(HttpDatasetSource(http, base, what, deadline))
 
             yield [(node, proxied(pod)) for node, pod in found.nodes]
     finally:
@@ -116,13 +155,14 @@ def _targets(
 def copy_all(targets: Targets, out: Path) -> int:
     """Copy every node's dataset into `out/<node>/`, a line per node; 1 when any node failed."""
     from croft.adapters.dataset.fetch import FetchError
-    from croft.adapters.dataset.node_copy import NodeCopy, RefusedNode
+    from croft.adapters.dataset.node_copy import LocalWriteError, NodeCopy, RefusedNode
 
     failed = 0
     moved = written = 0
     with _bar() as bar:
         for node, open_source in targets:
             task = bar.start(node)
+            copy = None
             try:
                 with open_source() as source:
                     copy = NodeCopy(source, out / node, on_bytes=task.advance, on_plan=task.total)
@@ -130,8 +170,9 @@ def copy_all(targets: Targets, out: Path) -> int:
                         result = copy.run()
                     finally:
                         moved += source.moved_bytes
-            except (FetchError, RefusedNode) as exc:
+            except (FetchError, RefusedNode, LocalWriteError) as exc:
                 failed += 1
+                written += copy.result.bytes_written if copy is not None else 0
                 bar.done(task)
                 print(f"{node}: not collected: {exc}; what landed is kept, the next collect continues")
                 continue

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import zstandard
 
+from croft.adapters.dataset.disk import OS_DISK, Disk, write_all
 from croft.domain.dataset.rotation import Naming, SegmentName
 
 LOG = logging.getLogger("croft.dataset")
@@ -51,6 +52,7 @@ def compress_segment(
     segment: SegmentName,
     level: int = ZSTD_LEVEL,
     should_stop: Callable[[], bool] = lambda: False,
+    disk: Disk = OS_DISK,
 ) -> int:
     """Compress one closed segment in place; returns the compressed size in bytes.
 
@@ -63,7 +65,8 @@ def compress_segment(
     with plain.open("rb") as src:
         facts = os.fstat(src.fileno())
         try:
-            with temporary.open("wb") as dst:
+            dst = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+            try:
                 # The frame records the plain size and a checksum: a start-up check and the readers
                 # can tell a complete compressed segment from a damaged one.
                 cobj = zstandard.ZstdCompressor(level=level, write_checksum=True).compressobj(
@@ -72,12 +75,13 @@ def compress_segment(
                 while chunk := src.read(CHUNK_BYTES):
                     if should_stop():
                         raise Stopped(naming.plain(segment))
-                    dst.write(cobj.compress(chunk))
-                dst.write(cobj.flush())
-                dst.flush()
-                os.fsync(dst.fileno())
+                    write_all(disk, dst, cobj.compress(chunk))
+                write_all(disk, dst, cobj.flush())
+                disk.fsync(dst)
+            finally:
+                os.close(dst)
             os.utime(temporary, ns=(facts.st_atime_ns, facts.st_mtime_ns))
-            temporary.rename(final)
+            disk.replace(temporary, final)
         except BaseException:
             with contextlib.suppress(OSError):
                 temporary.unlink()
@@ -116,8 +120,10 @@ class SegmentCompressor:
         level: int = ZSTD_LEVEL,
         capacity: int = 16,
         nice: int = COMPRESSION_NICE,
+        disk: Disk = OS_DISK,
     ) -> None:
         self._directory = directory
+        self._disk = disk
         self._naming = naming
         self._level = level
         self._capacity = capacity
@@ -206,7 +212,7 @@ class SegmentCompressor:
         done = failed = False
         try:
             size = compress_segment(
-                self._directory, self._naming, segment, self._level, lambda: self._stopping
+                self._directory, self._naming, segment, self._level, lambda: self._stopping, self._disk
             )
             done = True
             LOG.info("compressed %s to %d bytes", name, size)

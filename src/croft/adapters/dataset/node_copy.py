@@ -12,19 +12,21 @@ Landed files get the node's mtime, so an unchanged live file costs no request.
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import logging
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Protocol
+from typing import ParamSpec, Protocol, TypeVar
 
 import attrs
 import orjson
 import zstandard
 
+from croft.adapters.dataset.disk import OS_DISK, Disk, write_all
 from croft.adapters.dataset.fetch import FileGone, FileShrank
-from croft.domain.dataset.http import BadIndex, decode_index
+from croft.domain.dataset.http import BadIndex, Index, decode_index
 from croft.domain.dataset.rotation import Naming
 from croft.domain.dataset.transfer import (
     Fetch,
@@ -39,6 +41,8 @@ from croft.domain.dataset.transfer import (
 log = logging.getLogger("croft.collect")
 
 _READ_BYTES = 1 << 20
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
 class Source(Protocol):
@@ -60,6 +64,11 @@ class NotContinued(Exception):
 
 class RefusedNode(Exception):
     """The collector's index cannot be used at all; the message says why."""
+
+
+class LocalWriteError(Exception):
+    """The local copy could not be written (disk full, I/O error, something in the way); the message
+    is one sentence. What landed before stays, whole; nothing torn is left under a final name."""
 
 
 @attrs.define
@@ -105,16 +114,19 @@ class NodeCopy:
         directory: Path,
         on_bytes: Callable[[int], None] = lambda _: None,
         on_plan: Callable[[int], None] = lambda _: None,
+        disk: Disk = OS_DISK,
     ) -> None:
         self._source = source
         self._dir = directory
+        self._disk = disk
         self._on_bytes = on_bytes
         self._on_plan = on_plan
         self.result = NodeResult()
 
     def run(self) -> NodeResult:
-        """Plan and copy; raises `RefusedNode`, or `FetchError` when the collector goes away (what
-        landed stays, part files are continued next time)."""
+        """Plan and copy; raises `RefusedNode`, `LocalWriteError` when the local copy cannot be
+        written, or `FetchError` when the collector goes away (what landed stays, part files are
+        continued next time)."""
         try:
             index = decode_index(self._source.index())
         except BadIndex as exc:
@@ -123,6 +135,12 @@ class NodeCopy:
             raise RefusedNode(f"refused its dataset index: {problem}")
         if self._dir.is_symlink():
             raise RefusedNode(f"{self._dir} is a symlink; croft collect writes only into real directories")
+        try:
+            return self._copy(index)
+        except OSError as exc:
+            raise LocalWriteError(local_write_sentence(exc, self._dir)) from None
+
+    def _copy(self, index: Index) -> NodeResult:
         self._dir.mkdir(parents=True, exist_ok=True)
         naming = index.naming
         plan = plan_node(index, local_files(self._dir))
@@ -179,18 +197,24 @@ class NodeCopy:
                 body = self._verified(stream, fetch, lambda k: os.pread(fd, k, fetch.have_bytes - k))
                 offset = fetch.have_bytes
                 for chunk in body:
-                    os.pwrite(fd, chunk, offset)
+                    _named(part, write_all, self._disk, fd, chunk, offset)
                     offset += len(chunk)
                     self._count(len(chunk))
             if fetch.live:  # whole lines only: a poll being written when the index was read waits
                 os.ftruncate(fd, _whole_lines(fd, offset))
-            os.fsync(fd)
+            try:
+                _named(part, self._disk.fsync, fd)
+            except OSError:
+                # After a failed fsync the kernel may have dropped pages it could not write: what the
+                # part holds is unknown, so it is not continued either.
+                part.unlink(missing_ok=True)
+                raise
         finally:
             os.close(fd)
         if fetch.replaces is not None:
             self._set_aside(fetch.replaces, naming)
         target = self._dir / fetch.name
-        part.replace(target)
+        _named(target, self._disk.replace, part, target)
         os.utime(target, ns=(fetch.mtime_ms * 1_000_000, fetch.mtime_ms * 1_000_000), follow_symlinks=False)
         if fetch.supersedes is not None:
             (self._dir / fetch.supersedes).unlink(missing_ok=True)
@@ -204,20 +228,33 @@ class NodeCopy:
             size = os.fstat(fd).st_size
             if size != fetch.have_bytes:
                 raise NotContinued("changed locally while planned")
-            carry = b""
+            carry, end = b"", size
             with chunks as stream:
                 for chunk in self._verified(stream, fetch, lambda k: os.pread(fd, k, size - k)):
                     data = carry + chunk
                     cut = data.rfind(b"\n") + 1
                     if cut:
-                        os.write(fd, data[:cut])  # O_APPEND: whole lines, in order
+                        self._append_lines(target, fd, data[:cut], end)
+                        end += cut
                         self._count(cut)
                     carry = data[cut:]
-            os.fsync(fd)
+            _named(target, self._disk.fsync, fd)
         finally:
             os.close(fd)
         os.utime(target, ns=(fetch.mtime_ms * 1_000_000, fetch.mtime_ms * 1_000_000), follow_symlinks=False)
         self.result.files += 1
+
+    def _append_lines(self, target: Path, fd: int, lines: bytes, size: int) -> None:
+        """Append whole `lines` to the live copy of `size` bytes (O_APPEND: in order); a write that
+        fails part way is cut off again, so the copy keeps ending on a whole line."""
+        try:
+            _named(target, write_all, self._disk, fd, lines)
+        except OSError:
+            try:
+                os.ftruncate(fd, size)
+            except OSError as cut:
+                log.warning("could not cut a torn write off %s: %s", target, cut.strerror)
+            raise
 
     def _verified(
         self, stream: Iterator[bytes], fetch: Fetch, local_tail: Callable[[int], bytes]
@@ -262,8 +299,38 @@ class NodeCopy:
                     return
         stamp_ms = first if first is not None else old.stat().st_mtime_ns // 1_000_000
         saved = saved_name(naming, stamp_ms, others)
-        old.replace(self._dir / saved)
+        self._disk.replace(old, self._dir / saved)
         self.result.notes.append(f"the earlier copy of {name}, in no segment here, is kept as {saved}")
+
+
+def _named(path: Path, call: Callable[_P, _R], *args: _P.args, **kwargs: _P.kwargs) -> _R:
+    """`call(...)`, with `path` put into an `OSError` that names no file (writes on a descriptor)."""
+    try:
+        return call(*args, **kwargs)
+    except OSError as exc:
+        if exc.filename is None:
+            exc.filename = str(path)
+        raise
+
+
+_WHY = {
+    errno.ENOSPC: "the disk is full",
+    errno.EDQUOT: "the disk quota is used up",
+    errno.EISDIR: "a directory is in the way",
+    errno.ENOTDIR: "a file is in the way of a directory",
+    errno.ELOOP: "a symlink is in the way (or a loop of them)",
+    errno.EIO: "an I/O error",
+    errno.EROFS: "the file system is read-only",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
+}
+
+
+def local_write_sentence(exc: OSError, directory: Path) -> str:
+    """One sentence for a local write that failed: where, and why in words."""
+    where = exc.filename2 or exc.filename or directory  # a rename names its target second
+    why = _WHY.get(exc.errno or 0) or exc.strerror or type(exc).__name__
+    return f"cannot write {where}: {why}"
 
 
 def _whole_lines(fd: int, size: int) -> int:

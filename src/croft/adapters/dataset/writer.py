@@ -33,6 +33,7 @@ from croft.adapters.dataset.compressor import (
     compressed_matches,
     fsync_directory,
 )
+from croft.adapters.dataset.disk import OS_DISK, Disk, write_all
 from croft.domain.dataset.rotation import (
     FileFact,
     Limits,
@@ -116,14 +117,18 @@ class DatasetWriter:
         level: int = ZSTD_LEVEL,
         background: bool = True,
         queue_capacity: int = 16,
+        disk: Disk = OS_DISK,
     ) -> None:
         self._path = path
         self._dir = path.parent
         self._limits = limits
         self._naming = Naming.for_live(path.name)
+        self._disk = disk
         fd = self._open_at_start()
         self._fd: int | None = fd
-        self.compressor = SegmentCompressor(self._dir, self._naming, level=level, capacity=queue_capacity)
+        self.compressor = SegmentCompressor(
+            self._dir, self._naming, level=level, capacity=queue_capacity, disk=disk
+        )
         st = os.fstat(fd)
         first = first_row_ms(path) if st.st_size else None
         # A live file found at start holds an earlier run's rows: it is closed at the first poll.
@@ -255,7 +260,7 @@ class DatasetWriter:
             self._blocked.add(segment)
             return
         try:
-            self._path.rename(self._dir / names[0])
+            self._disk.replace(self._path, self._dir / names[0])
         except OSError as exc:
             self._warn(now_ms, f"could not close the live file as {names[0]} ({exc.strerror}); retrying")
             return
@@ -288,9 +293,7 @@ class DatasetWriter:
         try:
             if self._fd is None:
                 self._fd = _open_live(self._path)
-            view = memoryview(lines)
-            while view:
-                view = view[os.write(self._fd, view) :]
+            write_all(self._disk, self._fd, lines)
         except OSError as exc:
             self._write_failures += 1
             self._rows_dropped += rows
