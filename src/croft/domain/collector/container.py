@@ -27,6 +27,7 @@ cgroup (`row_cgroup`), the one every `cgroup_usage` number is read from.
 
 from __future__ import annotations
 
+import functools
 import re
 
 from croft.domain.collector.snapshot import CgroupMembership
@@ -89,32 +90,38 @@ def _candidates(membership: CgroupMembership) -> list[str]:
     return ordered
 
 
-def _naming_path(membership: CgroupMembership) -> str | None:
-    """The path that names the most deeply nested container (first in preference order on a tie);
-    None when no path names one."""
-    best: str | None = None
+@functools.lru_cache(maxsize=8192)
+def _naming(membership: CgroupMembership) -> tuple[str, str] | None:
+    """The path that names the most deeply nested container (first in preference order on a tie)
+    and that container's id; None when no path names one. Cached: a process's membership is the
+    same poll after poll."""
+    best: tuple[str, str] | None = None
     depth = 0
+    seen: set[str] = set()
     for path in _candidates(membership):
-        found = len(container_ids(path))
-        if found > depth:
-            best, depth = path, found
+        if path in seen:
+            continue
+        seen.add(path)
+        ids = container_ids(path)
+        if len(ids) > depth:
+            best, depth = (path, ids[-1]), len(ids)
     return best
 
 
 def membership_container_id(membership: CgroupMembership) -> str | None:
     """The container id of a process: the innermost id of the path that names the most deeply
     nested container, over the v2 path and every v1 controller's; None for a host process."""
-    path = _naming_path(membership)
-    return None if path is None else container_id(path)
+    naming = _naming(membership)
+    return None if naming is None else naming[1]
 
 
 def row_cgroup(membership: CgroupMembership) -> str:
     """The one cgroup a row names, and the one its `cgroup_usage` numbers come from: the path that
     names the process's container; else the v2 path unless it is the root '/'; else the first
     non-root path in preference order; else '/'."""
-    naming = _naming_path(membership)
+    naming = _naming(membership)
     if naming is not None:
-        return naming
+        return naming[0]
     for path in _candidates(membership):
         if path != "/":
             return path
