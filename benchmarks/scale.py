@@ -136,7 +136,7 @@ def decision_time_ms(repeat: int) -> tuple[float, float]:
                 samples.append(Sample(names.CONTAINER_SYSCALL_RATE, (*label, (names.LABEL_SYSCALL, s)), 12.5))
             if i < 10:
                 pods.append(PodView(f"webapp-{c}-{i}", (cid,)))
-        scrapes.append(CollectorScrape(f"croft-{c}", now_ms, render_exposition(samples, names.HELP)))
+        scrapes.append(CollectorScrape(f"croft-{c}", now_ms, render_exposition(samples)))
     observations = Observations(now_ms, tuple(pods), tuple(scrapes))
     deployment = DeploymentView("croft-exp", "webapp", 8, 1.0)
     config = ScaleConfig("sendto", 2.06, 50, max_replicas=300)

@@ -26,7 +26,6 @@ from pathlib import Path
 
 from croft.domain.metrics import names as names
 from croft.domain.metrics.exposition import Sample, render_exposition
-from croft.domain.scaling.record import RecordedPoll, encode_poll
 from croft.domain.scaling.decision import (
     CollectorScrape,
     DeploymentView,
@@ -36,6 +35,7 @@ from croft.domain.scaling.decision import (
     ScaleHistory,
     desired_replicas,
 )
+from croft.domain.scaling.record import RecordedPoll, encode_poll
 
 START_MS = 1_767_000_000_000
 STEP_MS = 2000
@@ -125,7 +125,7 @@ class Simulation:
             )
             labels = ((names.LABEL_CONTAINER_ID, cid), (names.LABEL_SYSCALL, "sendto"))
             samples.append(Sample(names.CONTAINER_SYSCALL_RATE, labels, rate))
-        return render_exposition(samples, names.HELP)
+        return render_exposition(samples)
 
 
 def simulate(outage: bool) -> tuple[list[RecordedPoll], dict[str, object]]:

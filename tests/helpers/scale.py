@@ -23,7 +23,7 @@ def collector_body(now_ms: int, container_rates: dict[str, float], syscall: str 
         samples.append(Sample(names.CONTAINER_SYSCALL_RATE, labels, rate))
         other = ((names.LABEL_CONTAINER_ID, container), (names.LABEL_SYSCALL, "read"))
         samples.append(Sample(names.CONTAINER_SYSCALL_RATE, other, rate * 3))
-    return render_exposition(samples, names.HELP)
+    return render_exposition(samples)
 
 
 def steady_poll(now_ms: int, request_rate: float, pods: int = 2, collectors: int = 2) -> Observations:

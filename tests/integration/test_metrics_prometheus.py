@@ -145,7 +145,9 @@ def test_croft_scale_parser_reads_the_rates_off_croft_runs_real_body(croft_metri
     assert estimate.containers_counted == 1
     assert estimate.request_rate == WRITE_RATE / 2.0
     every = parse_exposition(body)
-    assert {s.label(names.LABEL_CGROUP) for s in every if s.labels} == {HOSTILE_CGROUP}
+    container_series = [s for s in every if s.name.startswith("croft_container_")]
+    assert container_series
+    assert {s.label(names.LABEL_CGROUP) for s in container_series} == {HOSTILE_CGROUP}
 
 
 def test_metrics_addr_taken_is_one_sentence_and_exit_1(tmp_path: Path) -> None:

@@ -85,4 +85,4 @@ samples = st.builds(
 
 @given(st.lists(samples, max_size=8))
 def test_render_then_parse_is_identity(items: list[Sample]) -> None:
-    assert parse_exposition(render_exposition(items, {"x": "help"})) == tuple(items)
+    assert parse_exposition(render_exposition(items)) == tuple(items)

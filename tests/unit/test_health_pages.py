@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from croft.adapters.http.metrics import SnapshotCollector, exposition_body, metrics_registry
+from croft.adapters.http.metrics import SnapshotCollector, exposition_body, metrics_page
 from croft.adapters.http.pages import healthz, landing_page
 from croft.adapters.http.server import HttpServer
 from croft.domain.metrics.health import STALE_AFTER_NS, health
@@ -49,7 +49,7 @@ class HandClock:
 def served() -> Iterator[tuple[str, SnapshotCollector, HandClock]]:
     clock = HandClock()
     collector = SnapshotCollector(clock)
-    registry = metrics_registry(collector, "9.9.9")
+    page = metrics_page(collector, "9.9.9")
     server = HttpServer.bind("127.0.0.1:0")
     server.route("/healthz", healthz(lambda: collector.last_publish_ns, clock))
     server.route("/", landing_page("9.9.9", (("/metrics", "Prometheus metrics"), ("/healthz", "health"))))
@@ -57,7 +57,7 @@ def served() -> Iterator[tuple[str, SnapshotCollector, HandClock]]:
     host, port = server.address
     try:
         yield f"http://{host}:{port}", collector, clock
-        assert "croft_build_info" in exposition_body(registry).decode()
+        assert "croft_build_info" in exposition_body(page).decode()
     finally:
         server.close()
 
@@ -91,10 +91,10 @@ def test_the_landing_page_links_the_routes_and_only_at_root(
 
 def test_build_info_process_metrics_and_the_poll_histogram() -> None:
     collector = SnapshotCollector()
-    registry = metrics_registry(collector, "1.2.3")
+    page = metrics_page(collector, "1.2.3")
     for seconds in (0.02, 0.3, 3.0):
         collector.publish((), seconds)
-    text = exposition_body(registry).decode()
+    text = exposition_body(page).decode()
     assert 'croft_build_info{version="1.2.3"} 1.0' in text
     assert "process_resident_memory_bytes " in text and "process_cpu_seconds_total " in text
     assert 'croft_poll_seconds_bucket{le="0.025"} 1.0' in text

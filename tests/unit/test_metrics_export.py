@@ -1,18 +1,24 @@
-"""The prometheus_client side of /metrics: what it writes parses back to the domain's samples,
-whatever the labels hold; its own registry only; a scrape never sees half of a poll."""
+"""/metrics: the one renderer (croft.domain.metrics.exposition.render_exposition) writes byte for byte
+what prometheus_client's generate_latest writes for the same families; what it serves parses back to
+the domain's samples, whatever the labels hold; its own registry only; a scrape never sees half of a
+poll."""
 
 from __future__ import annotations
 
+import math
 import threading
+from collections.abc import Iterator
 
 import attrs
 from hypothesis import given
 from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from croft.adapters.http.metrics import SnapshotCollector, exposition_body, metrics_registry
+from croft.adapters.http.metrics import SnapshotCollector, exposition_body, metrics_page
 from croft.domain.dataset.row import Process
 from croft.domain.metrics import names as names
-from croft.domain.metrics.exposition import Sample, parse_exposition
+from croft.domain.metrics.exposition import Sample, parse_exposition, render_exposition
 from croft.domain.metrics.series import Health, MetricsMemory, label_text, series
 from tests.helpers.rows import member_row
 from tests.helpers.snapshots import HEALTH, WATCHED, poll, proc
@@ -32,7 +38,76 @@ HOSTILE = [
 def body_of(samples: tuple[Sample, ...]) -> str:
     collector = SnapshotCollector()
     collector.publish(samples)
-    return exposition_body(metrics_registry(collector)).decode("utf-8")
+    return exposition_body(metrics_page(collector)).decode("utf-8")
+
+
+class PrometheusClientFamilies:
+    """The reference: a prometheus_client Collector yielding one metric family per run of samples of
+    one name (how croft served its series through prometheus_client before the one renderer)."""
+
+    def __init__(self, samples: tuple[Sample, ...]) -> None:
+        self.samples = samples
+
+    def describe(self) -> tuple[Metric, ...]:
+        return ()
+
+    def collect(self) -> Iterator[Metric]:
+        family: GaugeMetricFamily | CounterMetricFamily | None = None
+        family_name = ""
+        for sample in self.samples:
+            if family is None or sample.name != family_name:
+                if family is not None:
+                    yield family
+                help_text = names.HELP.get(sample.name, sample.name)
+                labels = [key for key, _ in sample.labels]
+                if sample.name.endswith("_total"):
+                    family = CounterMetricFamily(sample.name.removesuffix("_total"), help_text, labels=labels)
+                else:
+                    family = GaugeMetricFamily(sample.name, help_text, labels=labels)
+                family_name = sample.name
+            family.add_metric([value for _, value in sample.labels], sample.value)
+        if family is not None:
+            yield family
+
+
+def prometheus_client_body(samples: tuple[Sample, ...]) -> bytes:
+    registry = CollectorRegistry()
+    registry.register(PrometheusClientFamilies(samples))
+    return generate_latest(registry)
+
+
+label_names = st.from_regex(r"[a-zA-Z][a-zA-Z0-9_]{0,8}", fullmatch=True)
+metric_names = st.sampled_from(sorted(names.HELP)) | st.from_regex(
+    r"croft_[a-z][a-z0-9_]{0,9}", fullmatch=True
+)
+values = (
+    st.floats()
+    | st.integers(-(10**15), 10**15).map(float)
+    | st.sampled_from([0.0, -0.0, 1e6, 1234567.0, 1e10, 12345678901.5, 1e22, 1.5e-7, math.inf])
+)
+
+
+@st.composite
+def families(draw: st.DrawFn) -> tuple[Sample, ...]:
+    """Runs of samples of one name, each run's samples with the same label names (as the domain's)."""
+    out: list[Sample] = []
+    for name in draw(st.lists(metric_names, max_size=5, unique=True)):
+        keys = sorted(draw(st.sets(label_names, max_size=3)))
+        for _ in range(draw(st.integers(1, 3))):
+            labels = tuple((key, draw(st.text(max_size=10).map(label_text))) for key in keys)
+            out.append(Sample(name, labels, draw(values)))
+    return tuple(out)
+
+
+@given(families())
+def test_the_one_renderer_is_byte_equal_to_prometheus_client(samples: tuple[Sample, ...]) -> None:
+    assert render_exposition(samples).encode("utf-8") == prometheus_client_body(samples)
+
+
+def test_the_served_series_are_byte_equal_to_prometheus_client() -> None:
+    for text in HOSTILE:
+        samples = hostile_samples(cgroup=text, container_id=text, syscall=text or "x")
+        assert body_of(samples).encode("utf-8") == prometheus_client_body(samples)
 
 
 def hostile_samples(cgroup: str, container_id: str, syscall: str) -> tuple[Sample, ...]:
@@ -85,7 +160,7 @@ def poll_samples(index: int) -> tuple[Sample, ...]:
 
 def test_a_scrape_during_publishing_sees_one_whole_poll() -> None:
     collector = SnapshotCollector()
-    registry = metrics_registry(collector)
+    page = metrics_page(collector)
     stop = threading.Event()
 
     def publish() -> None:
@@ -99,7 +174,7 @@ def test_a_scrape_during_publishing_sees_one_whole_poll() -> None:
     try:
         seen = set()
         for _ in range(200):
-            parsed = parse_exposition(exposition_body(registry).decode())
+            parsed = parse_exposition(exposition_body(page).decode())
             if not parsed:
                 continue
             rates = {s.value for s in parsed if s.name == names.CONTAINER_SYSCALL_RATE}

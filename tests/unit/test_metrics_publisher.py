@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from croft.adapters.dataset.writer import WriterCounters
-from croft.adapters.http.metrics import SnapshotCollector, exposition_body, metrics_registry
+from croft.adapters.http.metrics import SnapshotCollector, exposition_body, metrics_page
 from croft.app.metrics_publisher import MetricsPublisher
 from croft.domain.metrics import names as names
 from croft.domain.metrics.exposition import parse_exposition
@@ -26,7 +26,7 @@ def counters(written: int) -> WriterCounters:
 
 
 def scraped(collector: SnapshotCollector) -> dict[str, float]:
-    samples = parse_exposition(exposition_body(metrics_registry(collector)).decode())
+    samples = parse_exposition(exposition_body(metrics_page(collector)).decode())
     return {s.name: s.value for s in samples if not s.labels}
 
 

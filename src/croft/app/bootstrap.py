@@ -18,7 +18,7 @@ from croft.adapters.host.clock import SystemClock
 from croft.adapters.host.poller import LiveSource, UnavailableGpu
 from croft.adapters.host.procfs import ProcFS
 from croft.adapters.host.trace import TraceRecorder, read_trace, recorded_node, recorded_watch, trace_files
-from croft.adapters.http.metrics import CONTENT_TYPE, SnapshotCollector, exposition_body, metrics_registry
+from croft.adapters.http.metrics import CONTENT_TYPE, SnapshotCollector, exposition_body, metrics_page
 from croft.adapters.http.pages import healthz, landing_page
 from croft.adapters.http.server import HttpServer, Response
 from croft.app.collector import Pipeline, PollObserver
@@ -111,8 +111,8 @@ def build_http_server(address: str, dataset: Path | None = None) -> tuple[HttpSe
         DatasetEndpoint(dataset).register(server)
     clock = SystemClock()
     metrics = SnapshotCollector(lambda: clock.now().monotonic_ns)
-    registry = metrics_registry(metrics, __version__)
-    server.route("/metrics", lambda _: Response(200, CONTENT_TYPE, exposition_body(registry)))
+    page = metrics_page(metrics, __version__)
+    server.route("/metrics", lambda _: Response(200, CONTENT_TYPE, exposition_body(page)))
     server.route("/healthz", healthz(lambda: metrics.last_publish_ns, lambda: clock.now().monotonic_ns))
     links = [("/metrics", "Prometheus metrics"), ("/healthz", "200 while polls are current, 503 when stale")]
     if dataset is not None:

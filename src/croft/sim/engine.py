@@ -125,7 +125,7 @@ class _Croft:
             samples.append(
                 Sample(names.CONTAINER_SYSCALL_RATE, (*label, (names.LABEL_SYSCALL, self.app.syscall)), rate)
             )
-        self.body = render_exposition(samples, names.HELP)
+        self.body = render_exposition(samples)
         self.seen, self.previous_poll_s = seen, t
 
     def scaler_poll(self, t: float) -> None:

@@ -16,6 +16,8 @@ from collections.abc import Collection, Iterable, Mapping
 
 import attrs
 
+from croft.domain.metrics import names as names
+
 _NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
 _NAME_RE = re.compile(_NAME)
 _LABEL_RE = re.compile(r'[ \t]*([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*=[ \t]*"((?:[^"\\\n]|\\.)*)"[ \t]*(,|\})')
@@ -144,28 +146,39 @@ def escape_label_value(value: str) -> str:
 
 
 def format_value(value: float) -> str:
-    """A sample value as Prometheus writes it (`NaN`, `+Inf`, `-Inf`, else Python's shortest repr)."""
+    """A sample value as prometheus_client writes it (`floatToGoString`): `NaN`, `+Inf`, `-Inf`;
+    a positive value with 7 or more digits before the point in Go's exponent form
+    (`1234567.0` -> `1.234567e+06`); else Python's shortest repr."""
     if math.isnan(value):
         return "NaN"
     if math.isinf(value):
         return "+Inf" if value > 0 else "-Inf"
-    return repr(float(value))
+    text = repr(float(value))
+    dot = text.find(".")
+    if value > 0 and dot > 6:
+        mantissa = f"{text[0]}.{text[1:dot]}{text[dot + 1 :]}".rstrip("0.")
+        return f"{mantissa}e+{dot - 1:02d}"
+    return text
 
 
-def render_exposition(
-    samples: Iterable[Sample], help_text: Mapping[str, str] | None = None, kind: str = "gauge"
-) -> str:
-    """`samples` as exposition text, a `# HELP` and `# TYPE` line before each metric's first sample.
+def _help_line(name: str) -> str:
+    return names.HELP.get(name, name).replace("\\", "\\\\").replace("\n", "\\n")
+
+
+def render_exposition(samples: Iterable[Sample]) -> str:
+    """`samples` as the text /metrics serves for them: the one renderer of croft's series, used by the
+    collector's /metrics (croft.adapters.http.metrics) and by croft.sim. A `# HELP` (the text of
+    `names.HELP`, else the name) and a `# TYPE` (`counter` for `_total`, else `gauge`) line start each
+    run of samples of one name. Byte-equal to what prometheus_client's `generate_latest` writes for
+    the same families (tests/unit/test_metrics_export.py proves it), and
     `parse_exposition(render_exposition(s)) == s` for samples with sorted labels."""
     lines: list[str] = []
-    seen: set[str] = set()
+    family = None
     for sample in samples:
-        if sample.name not in seen:
-            seen.add(sample.name)
-            if help_text and sample.name in help_text:
-                help_line = help_text[sample.name].replace("\\", "\\\\").replace("\n", "\\n")
-                lines.append(f"# HELP {sample.name} {help_line}")
-            lines.append(f"# TYPE {sample.name} {'counter' if sample.name.endswith('_total') else kind}")
+        if sample.name != family:
+            family = sample.name
+            lines.append(f"# HELP {family} {_help_line(family)}")
+            lines.append(f"# TYPE {family} {'counter' if family.endswith('_total') else 'gauge'}")
         labels = ",".join(f'{key}="{escape_label_value(value)}"' for key, value in sample.labels)
         head = f"{sample.name}{{{labels}}}" if labels else sample.name
         tail = "" if sample.timestamp_ms is None else f" {sample.timestamp_ms}"
