@@ -52,6 +52,7 @@ bench: $(STAMP) bpf-setup
 	$(BIN)/python labs/research/experiment/run.py answer
 	$(BIN)/python benchmarks/metrics.py
 	$(BIN)/python benchmarks/collect.py
+	$(BIN)/python benchmarks/export.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -7,6 +7,7 @@ PACKAGES=(
     sysstat  # pidstat: the truth test of croft run's CPU, RSS, I/O and context switches
     tmux     # croft top's terminal test drives the live table in a real tmux pane
     prometheus  # a real Prometheus scrapes croft run's /metrics in the tests
+    openjdk-17-jre-headless  # Spark (pyspark, local mode) reads croft export's Parquet in the tests
 )
 missing=()
 for pkg in "${PACKAGES[@]}"; do

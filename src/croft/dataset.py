@@ -35,7 +35,7 @@ from croft.domain.dataset.codec import NotARow, row_from_dict
 from croft.domain.dataset.row import Row
 from croft.domain.dataset.skips import NOT_A_ROW, NOT_JSON, TORN, SkipTally
 
-__all__ = ["DatasetFile", "Row", "files", "node_rows", "rows"]
+__all__ = ["DatasetFile", "Row", "file_rows", "files", "node_rows", "rows"]
 
 _log = logging.getLogger("croft.dataset")
 _json = msgspec.json.Decoder()
@@ -88,6 +88,19 @@ def node_rows(
                 skips.damaged(name, item.reason)
     for sentence in skips.report():
         (on_skip or _log.warning)(sentence)
+
+
+def file_rows(dataset_file: DatasetFile, skips: SkipTally) -> Iterator[Row]:
+    """The rows of one file of a dataset (one of `files()`), alone: a live file here is only
+    itself. What is skipped is counted into `skips` as the other readers count it."""
+    name = str(dataset_file.path)
+    for item in read_part(Part(dataset_file)):
+        if isinstance(item, Lines):
+            yield from _rows_of(item, None, skips, name)
+        elif isinstance(item, Torn):
+            skips.line(name, TORN)
+        else:
+            skips.damaged(name, item.reason)
 
 
 def _within(row: Row, container_id: str | None, from_ms: int | None, to_ms: int | None) -> bool:

@@ -22,6 +22,7 @@ app.command("croft.app.stats:stats", name="stats", help="dataset summary")
 app.command("croft.app.profile:profile", name="profile", help="resource profile of one container, as JSON")
 app.command("croft.app.deploy:deploy_app", name="deploy", help="start the collector on Docker or Kubernetes")
 app.command("croft.app.collect:collect", name="collect", help="pull each node's dataset from the DaemonSet")
+app.command("croft.app.export:export", name="export", help="a dataset as hive-partitioned Parquet")
 app.command(
     "croft.app.scale:scale",
     name="scale",

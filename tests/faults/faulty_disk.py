@@ -1,6 +1,5 @@
-"""Disks for the fault tests: a real small one (a tmpfs, `small_filesystem`, filled by `fill`), and
-`FaultyDisk`, a `croft.adapters.dataset.disk.Disk` that fails on purpose: the real file system,
-except that the call numbered `at` (0-based, counting every write, pwrite, fsync and replace) does `fault`.
+"""A `croft.adapters.dataset.disk.Disk` that fails on purpose: the real file system, except that the
+call numbered `at` (0-based, counting every write, pwrite, fsync and replace) does `fault`.
 
 Faults: "short" (the write puts half its bytes on disk and returns that count; the next call goes
 on normally), "short-then-enospc" (half the bytes land, every later write fails with ENOSPC, as a
@@ -10,14 +9,9 @@ a full disk stays full, a broken one stays broken), "rename" (this replace fails
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from croft.adapters.dataset.disk import OS_DISK
 
@@ -77,27 +71,3 @@ class FaultyDisk:
             self.hurt = True
             raise OSError(errno.EXDEV, os.strerror(errno.EXDEV), str(source), None, str(target))
         OS_DISK.replace(source, target)
-
-
-@contextlib.contextmanager
-def small_filesystem(where: Path, size: str) -> Iterator[Path]:
-    where.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], check=False, capture_output=True
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
-    try:
-        yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=True)
-
-
-def fill(path: Path) -> None:
-    """Write zeros to `path` until the filesystem is full."""
-    with path.open("ab", buffering=0) as f:
-        try:
-            while True:
-                f.write(b"\0" * 4096)
-        except OSError as exc:
-            assert exc.errno == errno.ENOSPC

@@ -1,0 +1,47 @@
+"""croft export: a dataset as hive-partitioned Parquet, for DuckDB, Spark, Trino or BigQuery."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Literal
+
+from cyclopts import Parameter
+
+from croft.errors import UserError
+
+Compression = Literal["zstd", "snappy", "gzip", "lz4", "brotli", "none"]
+
+
+def export(
+    path: Annotated[
+        Path,
+        Parameter(help="a dataset file, a dataset directory or a directory of per-node directories"),
+    ],
+    *,
+    to: Annotated[Path, Parameter(help="the export directory (created; re-runs add only what changed)")],
+    compression: Annotated[Compression, Parameter(help="Parquet compression codec")] = "zstd",
+    row_group_mb: Annotated[float, Parameter(help="uncompressed MB of rows per Parquet row group")] = 128.0,
+) -> int:
+    """Write the rows of a dataset as Parquet under `--to`: node=<node>/hour=<YYYYMMDDTHH>/part-*.parquet.
+    Incremental: a file already exported with the same size and checksum is not read again. Lines
+    that are not rows are skipped and counted as croft stats counts them."""
+    if not (0.01 <= row_group_mb <= 4096):  # also refuses nan and inf
+        raise UserError(f"--row-group-mb {row_group_mb} is out of range; give MB between 0.01 and 4096")
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        raise UserError(
+            "croft export needs pyarrow, which is not installed; pip install 'croft[export]'"
+        ) from None
+    from croft.adapters.dataset.export import run_export
+    from croft.app.stats import report_skips
+
+    outcome = run_export(path, to, compression=compression, row_group_mb=row_group_mb, progress=sys.stderr)
+    report_skips(outcome.skips.report())
+    noun = "file" if outcome.exported == 1 else "files"
+    sys.stdout.write(
+        f"exported {outcome.exported} {noun} ({outcome.rows} rows, {outcome.parts_written} parts, "
+        f"{outcome.bytes_written / 1e6:.1f} MB) to {to}; {outcome.unchanged} unchanged\n"
+    )
+    return 0

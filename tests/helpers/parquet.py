@@ -1,0 +1,84 @@
+"""A generated multi-node dataset for croft export's tests: one zstd segment per UTC hour per node,
+then a live file; rows of three containers and host processes, every row field varied."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import zstandard
+
+from croft.domain.dataset import codec
+from croft.domain.dataset.row import CgroupUsage, Process, Row, SyscallRate, Usage
+
+# The figures croft profile reports as {mean, p95, max}.
+PROFILE_FIGURES = ("cpu_cores", "memory_bytes", "cpu_throttled_fraction", "cpu_pressure_avg10")
+HOUR_MS = 3_600_000
+START_MS = 1_792_504_800_000  # 2026-10-20T14:00:00Z
+
+
+def fleet_rows(rng: random.Random, node: int, first_ms: int, polls: int) -> list[Row]:
+    containers = [f"{rng.getrandbits(256):064x}" for _ in range(3)] + [None]
+    out = []
+    for poll in range(polls):
+        unix_ms = first_ms + poll * 61_000 + rng.randrange(0, 7)
+        for index, container in enumerate(containers):
+            cgroup = CgroupUsage(
+                round(rng.uniform(0, 4), 3), round(rng.choice([0.0, rng.uniform(0, 1)]), 4),
+                rng.randrange(1 << 20, 1 << 34), rng.choice([0, 0, 1]), round(rng.uniform(0, 50), 2),
+                0.0, round(rng.uniform(0, 3), 2),
+            )  # fmt: skip
+            for proc in range(2):
+                out.append(
+                    Row(
+                        unix_ms=unix_ms,
+                        tgid=1000 * node + 10 * index + proc,
+                        process=Process(
+                            comm=rng.choice(["python", "nginx", "pt_main_thread"]),
+                            exe="/usr/bin/python3",
+                            cgroup=f"/kubepods/pod{index}/{container}" if container else "/system.slice/x",
+                            container_id=container,
+                            cwd="/app",
+                            framework=rng.choice([None, "pytorch"]),
+                        ),
+                        workload=rng.choice(["no-gpu", "gpu-held", "gpu-onset"]),
+                        usage=Usage(
+                            round(rng.uniform(0, 2), 4),
+                            rng.randrange(1 << 30),
+                            rng.randrange(1, 99),
+                            1.5,
+                            0.5,
+                            0.0,
+                            1024.0,
+                            2.25,
+                            3.5,
+                            0.001,
+                        ),
+                        cgroup_usage=cgroup,
+                        syscalls=tuple(
+                            SyscallRate(name, round(rng.uniform(0, 900), 2))
+                            for name in rng.sample(["read", "futex", "ioctl", "epoll_wait", "sendto"], 3)
+                        ),
+                        ioctl_count=rng.choice([None, 3]),
+                        since_last_gpu_ioctl_ms=None,
+                        label=rng.choice([None, "burst"]),
+                    )
+                )
+    return out
+
+
+def write_fleet(root: Path, nodes: int = 3, hours: int = 3) -> Path:
+    """Per-node dataset directories: one zstd segment per hour, then a live file."""
+    rng = random.Random(7)
+    for node in range(nodes):
+        directory = root / f"node-{node}"
+        directory.mkdir(parents=True)
+        for hour in range(hours):
+            first = START_MS + hour * HOUR_MS + 1000
+            data = b"".join(codec.encode_row(r) for r in fleet_rows(rng, node, first, 50))
+            stamp = f"202610{20 + 0}T{14 + hour:02d}0001Z"
+            segment = directory / f"croft-dataset-{stamp}.jsonl.zst"
+            segment.write_bytes(zstandard.ZstdCompressor(level=3).compress(data))
+        live = fleet_rows(rng, node, START_MS + hours * HOUR_MS + 1000, 10)
+        (directory / "croft-dataset.jsonl").write_bytes(b"".join(codec.encode_row(r) for r in live))
+    return root
