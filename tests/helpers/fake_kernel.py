@@ -6,16 +6,23 @@ from __future__ import annotations
 import threading
 import time
 
-from croft.domain.collector.kernel import GpuIoctls, KernelSample
+from croft.domain.collector.kernel import GROUP_ORIGIN, GpuIoctls, KernelSample, KernelSelection
 
 
 class FakeKernel:
     """`capacity` bounds the distinct (tgid, syscall) pairs held between reads, as the BPF map's
-    max_entries does; updates beyond it count as dropped entries."""
+    max_entries does; an update beyond it goes to the per-group overflow (`overflow` pairs), and
+    beyond that counts as a dropped entry. Syscalls and socket bytes are counted for the tgids of
+    the last `select()` only (every tgid before the first call, for the simulations); each is its
+    own origin (the fake has no cgroups and no forks); ioctls for every tgid."""
 
-    def __init__(self, capacity: int = 65536) -> None:
+    def __init__(self, capacity: int = 65536, overflow: int = 8192) -> None:
         self._capacity = capacity
+        self._overflow_capacity = overflow
+        self._selected: frozenset[int] | None = None
         self._lock = threading.Lock()
+        self._overflow: dict[tuple[int, str], int] = {}
+        self._spilled = 0
         self._syscalls: dict[tuple[int, str], int] = {}
         self._ioctls: dict[int, GpuIoctls] = {}
         self._rx: dict[int, int] = {}
@@ -23,11 +30,25 @@ class FakeKernel:
         self._dropped = 0
         self.reads = 0
 
+    def select(self, selection: KernelSelection) -> None:
+        with self._lock:
+            self._selected = selection.tgids
+
+    def _counted(self, tgid: int) -> bool:
+        return self._selected is None or tgid in self._selected
+
     def syscall(self, tgid: int, name: str, count: int = 1) -> None:
         with self._lock:
+            if not self._counted(tgid):
+                return
             key = (tgid, name)
             if key not in self._syscalls and len(self._syscalls) >= self._capacity:
-                self._dropped += 1
+                spill = (GROUP_ORIGIN | tgid, name)
+                if spill not in self._overflow and len(self._overflow) >= self._overflow_capacity:
+                    self._dropped += count
+                    return
+                self._overflow[spill] = self._overflow.get(spill, 0) + count
+                self._spilled += count
                 return
             self._syscalls[key] = self._syscalls.get(key, 0) + count
 
@@ -38,6 +59,8 @@ class FakeKernel:
 
     def moved(self, tgid: int, rx_bytes: int = 0, tx_bytes: int = 0) -> None:
         with self._lock:
+            if not self._counted(tgid):
+                return
             if rx_bytes:
                 self._rx[tgid] = self._rx.get(tgid, 0) + rx_bytes
             if tx_bytes:
@@ -48,14 +71,21 @@ class FakeKernel:
             syscalls: dict[int, dict[str, int]] = {}
             for (tgid, name), count in self._syscalls.items():
                 syscalls.setdefault(tgid, {})[name] = count
+            spilled: dict[int, dict[str, int]] = {}
+            for (group, name), count in self._overflow.items():
+                spilled.setdefault(group, {})[name] = count
             sample = KernelSample(
                 syscalls=syscalls,
                 gpu_ioctls=dict(self._ioctls),
                 net_rx_bytes=dict(self._rx),
                 net_tx_bytes=dict(self._tx),
                 dropped_entries=self._dropped,
+                groups={tgid: GROUP_ORIGIN | tgid for tgid in syscalls},
+                spilled=spilled,
+                spilled_entries=self._spilled,
             )
             self._syscalls, self._ioctls, self._rx, self._tx, self._dropped = {}, {}, {}, {}, 0
+            self._overflow, self._spilled = {}, 0
             self.reads += 1
             return sample
 

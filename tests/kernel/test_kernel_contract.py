@@ -12,7 +12,7 @@ from typing import Protocol
 
 import pytest
 
-from croft.domain.collector.kernel import KernelSample, KernelSource
+from croft.domain.collector.kernel import GROUP_ORIGIN, KernelSample, KernelSelection, KernelSource
 from tests.helpers.children import PAYLOAD_BYTES, Child, make_gpu_node
 from tests.helpers.fake_kernel import FakeChild, FakeKernel
 
@@ -32,44 +32,65 @@ class AnyChild(Protocol):
 
 class Harness(Protocol):
     source: KernelSource
+    tgids: frozenset[int]
 
-    def spawn(self) -> AnyChild: ...
-    def with_capacity(self, syscall_pairs: int) -> KernelSource: ...
+    def spawn(self, selected: bool = True) -> AnyChild: ...
+    def with_capacity(self, syscall_pairs: int, overflow_pairs: int) -> KernelSource: ...
 
 
-class FakeHarness:
+class Selecting:
+    """Selects every child spawned with `selected` (by tgid) in every source opened."""
+
     def __init__(self) -> None:
+        self.sources: list[KernelSource] = []
+        self.tgids: frozenset[int] = frozenset()
+
+    def opened(self, source: KernelSource) -> KernelSource:
+        self.sources.append(source)
+        source.select(KernelSelection(tgids=self.tgids))
+        return source
+
+    def selected(self, child: AnyChild, selected: bool) -> AnyChild:
+        if selected:
+            self.tgids = self.tgids | {child.tgid}
+            for source in self.sources:
+                source.select(KernelSelection(tgids=self.tgids))
+        return child
+
+
+class FakeHarness(Selecting):
+    def __init__(self) -> None:
+        super().__init__()
         self.kernels = [FakeKernel()]
-        self.source: KernelSource = self.kernels[0]
+        self.source: KernelSource = self.opened(self.kernels[0])
 
-    def spawn(self) -> AnyChild:
-        return FakeChild(self.kernels, PAYLOAD_BYTES)
+    def spawn(self, selected: bool = True) -> AnyChild:
+        return self.selected(FakeChild(self.kernels, PAYLOAD_BYTES), selected)
 
-    def with_capacity(self, syscall_pairs: int) -> KernelSource:
-        self.kernels.append(FakeKernel(capacity=syscall_pairs))
-        return self.kernels[-1]
+    def with_capacity(self, syscall_pairs: int, overflow_pairs: int) -> KernelSource:
+        self.kernels.append(FakeKernel(capacity=syscall_pairs, overflow=overflow_pairs))
+        return self.opened(self.kernels[-1])
 
 
-class BccHarness:
+class BccHarness(Selecting):
     def __init__(self, device: Path) -> None:
         from croft.adapters.host.bcc_source import BccKernelSource
 
+        super().__init__()
         self.device = device
-        self.source: KernelSource = BccKernelSource(gpu_devices=[str(device)])
-        self._opened = [self.source]
+        self.source: KernelSource = self.opened(BccKernelSource(gpu_devices=[str(device)]))
 
-    def spawn(self) -> AnyChild:
-        return Child(device=str(self.device))
+    def spawn(self, selected: bool = True) -> AnyChild:
+        return self.selected(Child(device=str(self.device)), selected)
 
-    def with_capacity(self, syscall_pairs: int) -> KernelSource:
+    def with_capacity(self, syscall_pairs: int, overflow_pairs: int) -> KernelSource:
         from croft.adapters.host.bcc_source import BccKernelSource, MapSizes
 
-        source = BccKernelSource(gpu_devices=[str(self.device)], sizes=MapSizes(syscalls=syscall_pairs))
-        self._opened.append(source)
-        return source
+        sizes = MapSizes(syscalls=syscall_pairs, overflow=overflow_pairs)
+        return self.opened(BccKernelSource(gpu_devices=[str(self.device)], sizes=sizes))
 
     def close(self) -> None:
-        for source in self._opened:
+        for source in self.sources:
             source.close()  # type: ignore[attr-defined]
 
 
@@ -159,16 +180,38 @@ def test_gpu_ioctls_are_counted_on_gpu_devices_only_with_their_time(
     assert child.tgid not in harness.source.read().gpu_ioctls
 
 
-def test_a_full_map_drops_updates_and_counts_them(harness: Harness, child: AnyChild) -> None:
-    capacity = 4
-    source = harness.with_capacity(capacity)
+def test_a_full_map_spills_per_group_then_drops_updates_and_counts_them(
+    harness: Harness, child: AnyChild
+) -> None:
+    capacity, overflow = 2, 1
+    source = harness.with_capacity(capacity, overflow)
     source.read()
     child.do("getppid 10")
     child.do("sendto 10")
     sample = source.read()
     pairs = sum(len(names) for names in sample.syscalls.values())
     assert pairs <= capacity
+    assert [len(names) for names in sample.spilled.values()] == [1]
+    assert sample.spilled_entries == sum(sum(names.values()) for names in sample.spilled.values()) > 0
     assert sample.dropped_entries > 0
+    (group,) = sample.spilled
+    assert group == GROUP_ORIGIN | child.tgid  # selected by tgid: its own origin
+
+
+def test_only_selected_processes_have_their_syscalls_counted(harness: Harness, child: AnyChild) -> None:
+    other = harness.spawn(selected=False)
+    try:
+        harness.source.read()
+        child.do(f"getppid {K}")
+        other.do(f"getppid {K}")
+        other.do(f"ioctl {K}")
+        sample = harness.source.read()
+    finally:
+        other.close()
+    assert K <= syscalls_of(sample, child.tgid).get("getppid", 0) <= K + HANDFUL
+    assert other.tgid not in sample.syscalls
+    assert sample.gpu_ioctls[other.tgid].count == K  # GPU holders are found by ioctls: all counted
+    assert sample.groups[child.tgid] == GROUP_ORIGIN | child.tgid
 
 
 @pytest.mark.root
@@ -181,6 +224,8 @@ def test_keys_are_host_tgids_for_a_process_in_its_own_pid_namespace(harness: Har
         unshare_pid = wrapped.process.pid
         children = Path(f"/proc/{unshare_pid}/task/{unshare_pid}/children").read_text().split()
         host_tgid = int(children[0])
+        # Child.tgid is unshare's pid here: select the host tgid of the Python inside.
+        harness.source.select(KernelSelection(tgids=harness.tgids | {host_tgid}))
         harness.source.read()
         wrapped.do(f"getppid {K}")
         sample = harness.source.read()

@@ -28,11 +28,20 @@ def test_program_text_concatenates_the_named_programs_only() -> None:
 
 
 def test_map_sizes_reach_the_programs_as_defines() -> None:
-    flags = MapSizes(syscalls=10, ioctls=20, net=30).cflags()
-    assert flags == ("-DCROFT_SYSCALL_ENTRIES=10", "-DCROFT_IOCTL_ENTRIES=20", "-DCROFT_NET_ENTRIES=30")
+    sizes = MapSizes(syscalls=10, overflow=11, ioctls=20, net=30, tgids=40, cgroup_roots=50, verdicts=60)
+    flags = sizes.cflags()
+    assert flags == (
+        "-DCROFT_SYSCALL_ENTRIES=10",
+        "-DCROFT_OVERFLOW_ENTRIES=11",
+        "-DCROFT_IOCTL_ENTRIES=20",
+        "-DCROFT_NET_ENTRIES=30",
+        "-DCROFT_TGID_ENTRIES=40",
+        "-DCROFT_CGROUP_ROOTS=50",
+        "-DCROFT_VERDICT_ENTRIES=60",
+    )
     text = program_text(program_dir(), ("syscalls", "net"))
-    for define in ("CROFT_SYSCALL_ENTRIES", "CROFT_IOCTL_ENTRIES", "CROFT_NET_ENTRIES"):
-        assert f"#ifndef {define}" in text
+    for flag in flags:
+        assert f"#ifndef {flag[2:].split('=')[0]}" in text
 
 
 @pytest.mark.root

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from croft.adapters.host.bcc_source import BccKernelSource
+from croft.domain.collector.kernel import KernelSelection
 from tests.helpers.children import Child
 
 pytestmark = [pytest.mark.root, pytest.mark.bpf, pytest.mark.slow]
@@ -44,6 +45,7 @@ def source() -> Iterator[BccKernelSource]:
 
 def test_counts_agree_with_syscount_within_one_percent(source: BccKernelSource) -> None:
     child = Child()
+    source.select(KernelSelection(tgids=frozenset({child.tgid})))
     syscount = subprocess.Popen(
         [SYSCOUNT, "-p", str(child.tgid), "-T", "100"],
         stdout=subprocess.PIPE,

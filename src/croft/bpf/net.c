@@ -5,7 +5,9 @@
 // ret is the byte count or a negative errno, and a MSG_PEEK receive is not counted, as the kernel's
 // own trace output does.
 //
-// User space drains net_bytes once per poll; an update that finds the map full counts in net_dropped.
+// Only processes croft writes are counted (croft_watched, from syscalls.c, which comes first in the
+// module). User space drains net_bytes once per poll; an update that finds the map full counts in
+// net_dropped.
 #include <linux/socket.h>
 
 #ifndef CROFT_NET_ENTRIES
@@ -24,7 +26,11 @@ BPF_HASH(net_bytes, struct net_key, u64, CROFT_NET_ENTRIES);
 BPF_PERCPU_ARRAY(net_dropped, u64, 1);
 
 static __always_inline void add_net_bytes(u32 direction, int bytes) {
-    struct net_key key = {.tgid = bpf_get_current_pid_tgid() >> 32, .direction = direction};
+    u32 tgid = bpf_get_current_pid_tgid() >> 32;
+    u64 group = 0;
+    if (!croft_watched(tgid, &group))
+        return;
+    struct net_key key = {.tgid = tgid, .direction = direction};
     u64 zero = 0;
     u64 *total = net_bytes.lookup_or_try_init(&key, &zero);
     if (total) {

@@ -1,4 +1,5 @@
-// Syscall counts per (tgid, syscall nr), and ioctls per (tgid, fd) with the time of the last one.
+// Syscall counts per (tgid, syscall nr, group) of the processes croft writes, and ioctls per
+// (tgid, fd) of every process with the time of the last one.
 //
 // Both come from one raw tracepoint on sys_enter, the tracepoint behind raw_syscalls:sys_enter
 // (https://docs.kernel.org/trace/events.html). A raw tracepoint hands over the tracepoint's own
@@ -6,22 +7,57 @@
 // ioctls are picked out here by number instead of attaching syscalls:sys_enter_ioctl: enabling a
 // second syscall event adds its own probe to every syscall on the host, ioctl or not.
 //
-// Which ioctls are GPU ioctls is decided in user space, through /proc/<tgid>/fd/<fd>.
-// User space drains both maps once per poll with BPF_MAP_LOOKUP_AND_DELETE_BATCH, so every count is
-// "since the previous poll". An update that finds a map full is counted in syscalls_dropped.
+// Which syscalls are counted is decided here, so that churn nobody watches cannot fill the map:
+// - a process whose cgroup-v2 cgroup, or an ancestor of it, is in watched_cgroups (user space puts
+//   there the cgroups the --watch prefixes match). The verdict per cgroup id is cached in
+//   cgroup_verdicts, valid while watch_generation holds the generation it was made in (user space
+//   bumps it after changing watched_cgroups); `group` is then the cgroup id;
+// - a process in watched_tgids, whose value is the `origin` tgid user space marked (a process
+//   watched through a cgroup-v1 path, or a GPU holder); a new process (task:task_newtask without
+//   CLONE_THREAD) of a marked one is marked with the same origin, so a fork burst is counted from its
+//   first syscall. `group` is then CROFT_GROUP_ORIGIN | origin.
+// Ioctls are counted for every process: GPU holders are found by them (which ioctls are GPU ioctls
+// is decided in user space, through /proc/<tgid>/fd/<fd>).
+//
+// User space drains the maps once per poll with BPF_MAP_LOOKUP_AND_DELETE_BATCH, so every count is
+// "since the previous poll". A count that finds syscall_counts full goes to syscall_overflow under
+// tgid 0 (the container's rate keeps it, the process's row does not); one that finds both full is
+// dropped and counted in syscalls_dropped, slot CROFT_DROP_SYSCALL (CROFT_DROP_IOCTL and
+// CROFT_DROP_TGID for the other maps; CROFT_SPILLED counts what went to syscall_overflow).
 #include <linux/ptrace.h>
 #include <asm/unistd.h>
 
 #ifndef CROFT_SYSCALL_ENTRIES
 #define CROFT_SYSCALL_ENTRIES 65536
 #endif
+#ifndef CROFT_OVERFLOW_ENTRIES
+#define CROFT_OVERFLOW_ENTRIES 8192
+#endif
 #ifndef CROFT_IOCTL_ENTRIES
 #define CROFT_IOCTL_ENTRIES 16384
 #endif
+#ifndef CROFT_TGID_ENTRIES
+#define CROFT_TGID_ENTRIES 65536
+#endif
+#ifndef CROFT_CGROUP_ROOTS
+#define CROFT_CGROUP_ROOTS 4096
+#endif
+#ifndef CROFT_VERDICT_ENTRIES
+#define CROFT_VERDICT_ENTRIES 16384
+#endif
+#define CROFT_MAX_CGROUP_DEPTH 16
+#define CROFT_GROUP_ORIGIN (1ULL << 63)
+#define CROFT_CLONE_THREAD 0x00010000  // include/uapi/linux/sched.h
+
+#define CROFT_DROP_SYSCALL 0
+#define CROFT_DROP_IOCTL 1
+#define CROFT_DROP_TGID 2
+#define CROFT_SPILLED 3
 
 struct syscall_key {
     u32 tgid;
     u32 nr;
+    u64 group;
 };
 
 struct ioctl_key {
@@ -34,15 +70,60 @@ struct ioctl_value {
     u64 last_ns;  // bpf_ktime_get_ns: CLOCK_MONOTONIC
 };
 
-BPF_HASH(syscall_counts, struct syscall_key, u64, CROFT_SYSCALL_ENTRIES);
-BPF_HASH(ioctl_counts, struct ioctl_key, struct ioctl_value, CROFT_IOCTL_ENTRIES);
-BPF_PERCPU_ARRAY(syscalls_dropped, u64, 1);
+struct cgroup_verdict {
+    u32 generation;
+    u32 watched;
+};
 
-static __always_inline void syscalls_count_dropped(void) {
-    u32 slot = 0;
+BPF_HASH(syscall_counts, struct syscall_key, u64, CROFT_SYSCALL_ENTRIES);
+BPF_HASH(syscall_overflow, struct syscall_key, u64, CROFT_OVERFLOW_ENTRIES);
+BPF_HASH(ioctl_counts, struct ioctl_key, struct ioctl_value, CROFT_IOCTL_ENTRIES);
+BPF_HASH(watched_cgroups, u64, u32, CROFT_CGROUP_ROOTS);
+BPF_HASH(watched_tgids, u32, u32, CROFT_TGID_ENTRIES);
+BPF_TABLE("lru_hash", u64, struct cgroup_verdict, cgroup_verdicts, CROFT_VERDICT_ENTRIES);
+BPF_ARRAY(watch_generation, u32, 1);
+BPF_PERCPU_ARRAY(syscalls_dropped, u64, 4);
+
+static __always_inline void syscalls_count_dropped(u32 slot) {
     u64 *dropped = syscalls_dropped.lookup(&slot);
     if (dropped)
         *dropped += 1;
+}
+
+static __always_inline u32 croft_cgroup_watched(u64 cgroup) {
+    u32 zero = 0;
+    u32 *stored = watch_generation.lookup(&zero);
+    u32 generation = stored ? *stored : 0;
+    struct cgroup_verdict *cached = cgroup_verdicts.lookup(&cgroup);
+    if (cached && cached->generation == generation)
+        return cached->watched;
+    struct cgroup_verdict verdict = {.generation = generation, .watched = 0};
+#pragma unroll
+    for (int level = 0; level < CROFT_MAX_CGROUP_DEPTH; level++) {
+        u64 ancestor = bpf_get_current_ancestor_cgroup_id(level);
+        if (ancestor == 0)
+            break;  // past the process's own level
+        if (watched_cgroups.lookup(&ancestor)) {
+            verdict.watched = 1;
+            break;
+        }
+    }
+    cgroup_verdicts.update(&cgroup, &verdict);
+    return verdict.watched;
+}
+
+// Whether the current process is one croft writes; its group in *group.
+static __always_inline int croft_watched(u32 tgid, u64 *group) {
+    u64 cgroup = bpf_get_current_cgroup_id();
+    if (croft_cgroup_watched(cgroup)) {
+        *group = cgroup;
+        return 1;
+    }
+    u32 *origin = watched_tgids.lookup(&tgid);
+    if (!origin)
+        return 0;
+    *group = CROFT_GROUP_ORIGIN | *origin;
+    return 1;
 }
 
 static __always_inline void count_ioctl(u32 tgid, struct pt_regs *regs) {
@@ -53,7 +134,7 @@ static __always_inline void count_ioctl(u32 tgid, struct pt_regs *regs) {
     struct ioctl_value zero = {};
     struct ioctl_value *value = ioctl_counts.lookup_or_try_init(&key, &zero);
     if (!value) {
-        syscalls_count_dropped();
+        syscalls_count_dropped(CROFT_DROP_IOCTL);
         return;
     }
     __sync_fetch_and_add(&value->count, 1);
@@ -63,14 +144,41 @@ static __always_inline void count_ioctl(u32 tgid, struct pt_regs *regs) {
 RAW_TRACEPOINT_PROBE(sys_enter) {
     u32 tgid = bpf_get_current_pid_tgid() >> 32;
     long nr = (long)ctx->args[1];
-    struct syscall_key key = {.tgid = tgid, .nr = (u32)nr};
-    u64 zero = 0;
-    u64 *count = syscall_counts.lookup_or_try_init(&key, &zero);
-    if (count)
-        __sync_fetch_and_add(count, 1);
-    else
-        syscalls_count_dropped();
     if (nr == __NR_ioctl)
         count_ioctl(tgid, (struct pt_regs *)ctx->args[0]);
+    u64 group = 0;
+    if (!croft_watched(tgid, &group))
+        return 0;
+    struct syscall_key key = {.tgid = tgid, .nr = (u32)nr, .group = group};
+    u64 zero = 0;
+    u64 *count = syscall_counts.lookup_or_try_init(&key, &zero);
+    if (count) {
+        __sync_fetch_and_add(count, 1);
+        return 0;
+    }
+    key.tgid = 0;
+    count = syscall_overflow.lookup_or_try_init(&key, &zero);
+    if (count) {
+        __sync_fetch_and_add(count, 1);
+        syscalls_count_dropped(CROFT_SPILLED);
+        return 0;
+    }
+    syscalls_count_dropped(CROFT_DROP_SYSCALL);
+    return 0;
+}
+
+// A new process (not a thread) of a marked process is marked with the same origin. The tracepoint
+// fires in the parent, in copy_process; `pid` is the child's (for a process, its tgid).
+TRACEPOINT_PROBE(task, task_newtask) {
+    if (args->clone_flags & CROFT_CLONE_THREAD)
+        return 0;
+    u32 parent = bpf_get_current_pid_tgid() >> 32;
+    u32 *origin = watched_tgids.lookup(&parent);
+    if (!origin)
+        return 0;
+    u32 child = (u32)args->pid;
+    u32 value = *origin;
+    if (watched_tgids.update(&child, &value) != 0)
+        syscalls_count_dropped(CROFT_DROP_TGID);
     return 0;
 }

@@ -170,6 +170,7 @@ class Drain:
             yield self._keys[index], self._values[index]
 
 
-def per_cpu_total(table: Any) -> int:
-    """The sum over CPUs of slot 0 of a BPF_PERCPU_ARRAY."""
-    return sum(int(v) for v in table[0])
+def per_cpu_total(table: Any, slots: Sequence[int] = (0,)) -> int:
+    """The sum over CPUs and over `slots` of a BPF_PERCPU_ARRAY (slots past its size count 0)."""
+    size = int(table.max_entries)
+    return sum(int(v) for slot in slots if slot < size for v in table[slot])

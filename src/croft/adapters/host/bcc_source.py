@@ -8,6 +8,8 @@ time, names a path matching one of `gpu_devices` (shell-style patterns).
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import fnmatch
 import logging
 import os
@@ -20,7 +22,7 @@ import attrs
 
 from croft.adapters.host import bcc_loader
 from croft.adapters.host.syscall_table import SyscallNames, syscall_table_paths
-from croft.domain.collector.kernel import GpuIoctls, KernelSample
+from croft.domain.collector.kernel import GpuIoctls, KernelSample, KernelSelection
 from croft.errors import UserError
 
 log = logging.getLogger("croft.bcc")
@@ -31,21 +33,38 @@ log = logging.getLogger("croft.bcc")
 DEFAULT_GPU_DEVICES = ("/dev/nvidia*", "/dev/dri/renderD*", "/dev/kfd", "/dev/accel/accel*")
 
 NET_RX, NET_TX = 0, 1
+# Slots of syscalls_dropped (bpf/syscalls.c): lost syscall counts, lost ioctl counts, lost marks of
+# new processes, counts kept only per group (syscall_overflow).
+DROP_SLOTS, SPILLED_SLOT = (0, 1, 2), 3
 
 
 @attrs.frozen
 class MapSizes:
-    """Capacity of each BPF hash map, in entries; an update beyond it counts as a dropped entry."""
+    """Capacity of each BPF hash map, in entries; an update beyond it counts as a dropped entry
+    (a syscall count first goes to the per-group overflow map).
 
-    syscalls: int = 65536  # (tgid, syscall) pairs seen in one poll
+    Measured (the busy-node note): a watched process touches 30-60 syscall numbers in a poll, so
+    65,536 (tgid, syscall, group) entries hold about a thousand watched processes' polls; only
+    watched processes and GPU holders are counted. The overflow map needs one entry per (group,
+    syscall): 8,192 hold 20 containers' whole syscall tables."""
+
+    syscalls: int = 65536  # (tgid, syscall, group) triples seen in one poll
+    overflow: int = 8192  # (group, syscall) pairs of counts that found `syscalls` full
     ioctls: int = 16384  # (tgid, fd) pairs that issued ioctls in one poll
     net: int = 16384  # (tgid, direction) pairs that moved socket bytes in one poll
+    tgids: int = 65536  # processes marked by tgid (watched through cgroup v1, GPU holders, their children)
+    cgroup_roots: int = 4096  # cgroup-v2 directories the --watch prefixes match
+    verdicts: int = 16384  # cgroup ids whose verdict is cached (LRU)
 
     def cflags(self) -> tuple[str, ...]:
         return (
             f"-DCROFT_SYSCALL_ENTRIES={self.syscalls}",
+            f"-DCROFT_OVERFLOW_ENTRIES={self.overflow}",
             f"-DCROFT_IOCTL_ENTRIES={self.ioctls}",
             f"-DCROFT_NET_ENTRIES={self.net}",
+            f"-DCROFT_TGID_ENTRIES={self.tgids}",
+            f"-DCROFT_CGROUP_ROOTS={self.cgroup_roots}",
+            f"-DCROFT_VERDICT_ENTRIES={self.verdicts}",
         )
 
 
@@ -61,7 +80,9 @@ class GpuDeviceMatcher:
 
 class BccKernelSource:
     """Loads the programs on construction (root, kernel headers and BCC needed; a failure is a
-    `UserError` naming the cause and the fix) and drains their maps on every `read()`."""
+    `UserError` naming the cause and the fix) and drains their maps on every `read()`. Syscalls are
+    counted only for what `select()` named last (nothing before the first call); ioctls for every
+    process."""
 
     def __init__(
         self,
@@ -102,36 +123,80 @@ class BccKernelSource:
             verbose=verbose,
         )
         self._drain_syscalls = bcc_loader.Drain(self._bpf[b"syscall_counts"])
+        self._drain_overflow = bcc_loader.Drain(self._bpf[b"syscall_overflow"])
+        self._watched_cgroups = self._bpf[b"watched_cgroups"]
+        self._watched_tgids = self._bpf[b"watched_tgids"]
+        self._generation = self._bpf[b"watch_generation"]
+        self._cgroups: frozenset[int] = frozenset()
+        self._marked: frozenset[int] = frozenset()
         self._drain_ioctls = bcc_loader.Drain(self._bpf[b"ioctl_counts"])
         self._drain_net = bcc_loader.Drain(self._bpf[b"net_bytes"]) if self.has_net else None
         self._dropped_tables = [self._bpf[b"syscalls_dropped"]]
         if self.has_net:
             self._dropped_tables.append(self._bpf[b"net_dropped"])
         self._dropped_before = 0
+        self._spilled_before = 0
         log.debug("eBPF programs loaded from %s; syscall names from %s", directory, names.source)
 
     def read(self) -> KernelSample:
         """What the programs counted since the previous call, by host tgid."""
         syscalls: dict[int, dict[str, int]] = {}
+        groups: dict[int, int] = {}
         for key, count in self._drain_syscalls():
-            per_process = syscalls.setdefault(int(key.tgid), {})
+            tgid = int(key.tgid)
+            per_process = syscalls.setdefault(tgid, {})
             name = self._names.name(int(key.nr))
             per_process[name] = per_process.get(name, 0) + int(count)
+            groups[tgid] = int(key.group)
+        spilled: dict[int, dict[str, int]] = {}
+        for key, count in self._drain_overflow():
+            per_group = spilled.setdefault(int(key.group), {})
+            name = self._names.name(int(key.nr))
+            per_group[name] = per_group.get(name, 0) + int(count)
         rx: dict[int, int] = {}
         tx: dict[int, int] = {}
         if self._drain_net is not None:
             for key, total in self._drain_net():
                 side = tx if key.direction == NET_TX else rx
                 side[int(key.tgid)] = side.get(int(key.tgid), 0) + int(total)
-        dropped = sum(bcc_loader.per_cpu_total(table) for table in self._dropped_tables)
+        dropped = sum(bcc_loader.per_cpu_total(table, DROP_SLOTS) for table in self._dropped_tables)
         dropped_now, self._dropped_before = dropped - self._dropped_before, dropped
+        spilled_total = bcc_loader.per_cpu_total(self._dropped_tables[0], (SPILLED_SLOT,))
+        spilled_now, self._spilled_before = spilled_total - self._spilled_before, spilled_total
         return KernelSample(
             syscalls=syscalls,
             gpu_ioctls=self._gpu_ioctls(),
             net_rx_bytes=rx,
             net_tx_bytes=tx,
             dropped_entries=dropped_now,
+            groups=groups,
+            spilled=spilled,
+            spilled_entries=spilled_now,
         )
+
+    def select(self, selection: KernelSelection) -> None:
+        """Make the kernel count `selection` from now on. Cgroup roots are added and removed by
+        difference, then the verdict cache's generation is bumped; marked tgids are added (each its
+        own origin), and every entry of a process that is gone is removed (its children's too:
+        their counts carry their origin in the group key, the mark itself is no longer needed)."""
+        if selection.cgroup_ids != self._cgroups:
+            one = ctypes.c_uint32(1)
+            for cgroup in selection.cgroup_ids - self._cgroups:
+                self._watched_cgroups[ctypes.c_uint64(cgroup)] = one
+            for cgroup in self._cgroups - selection.cgroup_ids:
+                with contextlib.suppress(KeyError):
+                    del self._watched_cgroups[ctypes.c_uint64(cgroup)]
+            slot = ctypes.c_int(0)
+            self._generation[slot] = ctypes.c_uint32(self._generation[slot].value + 1)
+            self._cgroups = selection.cgroup_ids
+        for tgid in selection.tgids - self._marked:
+            self._watched_tgids[ctypes.c_uint32(tgid)] = ctypes.c_uint32(tgid)
+        self._marked = selection.tgids
+        for key in list(self._watched_tgids.keys()):
+            tgid = int(key.value)
+            if tgid not in selection.tgids and not (self._proc_root / str(tgid)).exists():
+                with contextlib.suppress(KeyError):
+                    del self._watched_tgids[key]
 
     def _gpu_ioctls(self) -> dict[int, GpuIoctls]:
         per_process: dict[int, GpuIoctls] = {}

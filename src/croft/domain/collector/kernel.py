@@ -23,16 +23,40 @@ class GpuIoctls:
     last_monotonic_ns: int
 
 
+GROUP_ORIGIN = 1 << 63
+"""A group key with this bit set is `GROUP_ORIGIN | tgid` of the marked process a process descends
+from (see `KernelSelection`); without it, the cgroup-v2 id the process ran in."""
+
+
 @attrs.frozen
 class KernelSample:
     """What the eBPF programs counted since the previous read (maps are read and cleared once per
-    poll). Keys are host tgids. `dropped_entries` counts updates that did not fit a bounded map."""
+    poll). Keys are host tgids; only selected processes' syscalls are counted (`KernelSelection`).
+
+    `groups` says where each tgid of `syscalls` was counted (a group key, see `GROUP_ORIGIN`), so
+    the counts of a process that exited before procfs read it still find their container.
+    `spilled` holds, by group key, counts that found the per-process map full: the container keeps
+    them, no process does. `dropped_entries` counts updates that fit nowhere (lost), `spilled_entries`
+    the updates that went to `spilled`."""
 
     syscalls: Mapping[int, Mapping[str, int]] = attrs.field(factory=dict)
     gpu_ioctls: Mapping[int, GpuIoctls] = attrs.field(factory=dict)
     net_rx_bytes: Mapping[int, int] = attrs.field(factory=dict)
     net_tx_bytes: Mapping[int, int] = attrs.field(factory=dict)
     dropped_entries: int = 0
+    groups: Mapping[int, int] = attrs.field(factory=dict)
+    spilled: Mapping[int, Mapping[str, int]] = attrs.field(factory=dict)
+    spilled_entries: int = 0
+
+
+@attrs.frozen
+class KernelSelection:
+    """What the eBPF programs count syscalls of: processes in the cgroup-v2 cgroups `cgroup_ids`
+    and their descendants, and processes marked by tgid in `tgids` (and every process they start
+    from then on). The shell computes it each poll from `--watch` and the GPU holders."""
+
+    cgroup_ids: frozenset[int] = frozenset()
+    tgids: frozenset[int] = frozenset()
 
 
 @attrs.frozen
@@ -47,6 +71,10 @@ class GpuHolders:
 class KernelSource(Protocol):
     def read(self) -> KernelSample:
         """Counters since the previous call (the first call: since the programs were loaded)."""
+        ...
+
+    def select(self, selection: KernelSelection) -> None:
+        """Count, from now on, the syscalls of what `selection` names (and no others)."""
         ...
 
 

@@ -9,9 +9,9 @@ are written once every `IDLE_EVERY` polls.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 
-from croft.domain.collector.snapshot import CgroupMembership
+from croft.domain.collector.snapshot import CgroupMembership, ProcessSample
 
 IDLE_EVERY = 15
 
@@ -19,6 +19,38 @@ IDLE_EVERY = 15
 def parse_watch(text: str) -> tuple[str, ...]:
     """The prefixes of a `--watch` value: comma-separated, blanks and leading '/' dropped."""
     return tuple(part.strip().lstrip("/") for part in text.split(",") if part.strip())
+
+
+def matches(path: str, prefixes: tuple[str, ...]) -> bool:
+    """Whether cgroup `path` (leading '/' ignored) starts with one of `prefixes`."""
+    bare = path.lstrip("/")
+    return any(bare.startswith(prefix) for prefix in prefixes)
+
+
+def could_contain(path: str, prefixes: tuple[str, ...]) -> bool:
+    """Whether a cgroup below `path` (itself matching none of `prefixes`) can match one: some prefix
+    goes on past `path` and a '/'. The walk for the kernel's watched cgroups descends only there."""
+    bare = path.strip("/")
+    if not bare:
+        return bool(prefixes)
+    return any(prefix.startswith(bare + "/") for prefix in prefixes)
+
+
+def marked_by_tgid(
+    processes: Iterable[ProcessSample], prefixes: tuple[str, ...], gpu_tgids: Collection[int], has_v2: bool
+) -> frozenset[int]:
+    """The processes the kernel must count by tgid because their cgroup-v2 path does not make them
+    watched: GPU holders (written whatever their cgroup), and watched processes whose match is on a
+    cgroup-v1 path only (hybrid and v1 hosts). The rest are counted by cgroup id."""
+    marked = set(gpu_tgids)
+    for process in processes:
+        membership = process.cgroups
+        if not watched(membership, prefixes):
+            continue
+        if has_v2 and membership.unified is not None and matches(membership.unified, prefixes):
+            continue
+        marked.add(process.tgid)
+    return frozenset(marked)
 
 
 def watched(membership: CgroupMembership, prefixes: tuple[str, ...]) -> bool:

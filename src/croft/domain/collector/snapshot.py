@@ -7,6 +7,8 @@ Counters are raw cumulative kernel values; nothing here is a rate.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import attrs
 
 from croft.domain.collector.kernel import GpuHolders, KernelSample
@@ -96,9 +98,22 @@ class CgroupSample:
 
 
 @attrs.frozen
+class Unread:
+    """Syscalls eBPF counted this poll in one cgroup membership for processes procfs did not read:
+    gone before the poll listed them (short-lived), or counted without a tgid because the
+    per-process map was full (`processes` does not count those). Where they were counted comes from
+    the kernel's group key (`croft.domain.collector.kernel.GROUP_ORIGIN`)."""
+
+    membership: CgroupMembership
+    processes: int
+    syscalls: Mapping[str, int]
+
+
+@attrs.frozen
 class Poll:
     """Everything one poll saw. `dropped` counts pids that exited between listing and reading, or
-    whose files could not be parsed (a torn read); they are left out of `processes`."""
+    whose files could not be parsed (a torn read); they are left out of `processes`. `unread` holds
+    the syscalls of processes that were not read, by membership (empty in traces recorded before)."""
 
     at: Instant
     ticks_per_s: int
@@ -107,3 +122,4 @@ class Poll:
     kernel: KernelSample = attrs.field(factory=KernelSample)
     gpu: GpuHolders = attrs.field(factory=GpuHolders)
     dropped: int = 0
+    unread: tuple[Unread, ...] = ()

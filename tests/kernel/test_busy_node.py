@@ -1,0 +1,138 @@
+"""A busy node, for real (root, eBPF): fork bursts inside and outside a watched cgroup, and
+short-lived processes, through the live poll; counts against syscount-bpfcc over the same window.
+
+syscount-bpfcc here cannot filter by cgroup (no --cgroupmap) and its -c reads task_struct through
+headers of another kernel version, so it traces the whole host and the comparison is on what only
+the watched children do: `getppid` (nothing else on the host calls it thousands of times a second)
+and syscall numbers past the kernel's table (ENOSYS) that only they use.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from croft.adapters.host.bcc_source import BccKernelSource
+from croft.adapters.host.cgroupfs import CgroupFS
+from croft.adapters.host.poller import LiveSource, UnavailableGpu
+from croft.adapters.host.procfs import ProcFS
+from tests.helpers.burst import Spawner, Syscount, counts_of, run_polls, scratch_cgroup
+
+pytestmark = [pytest.mark.root, pytest.mark.bpf, pytest.mark.slow]
+
+WATCHED_NR, NOISE_NR, V1_NR = 2000, 1000, 2500
+GETPPIDS, DISTINCT = 2000, 40
+
+
+@pytest.fixture
+def kernel() -> Iterator[BccKernelSource]:
+    if os.geteuid() != 0:
+        pytest.skip("loading eBPF programs needs root")
+    if shutil.which("syscount-bpfcc") is None:
+        pytest.fail("syscount-bpfcc is missing: run scripts/setup-bpf.sh as root (installs bpfcc-tools)")
+    with BccKernelSource() as loaded:
+        yield loaded
+
+
+@pytest.fixture
+def unified() -> Path:
+    mount = CgroupFS().unified
+    if mount is None:
+        pytest.skip("no cgroup2 hierarchy on this host")
+    return Path(mount)
+
+
+def own_numbers(counts: dict[str, int], first: int, syscount: bool = False) -> int:
+    names = (f"[unknown: {first + i}]" if syscount else f"syscall_{first + i}" for i in range(DISTINCT))
+    return sum(counts.get(name, 0) for name in names)
+
+
+def test_a_fork_burst_elsewhere_costs_the_watched_cgroup_nothing(
+    kernel: BccKernelSource, unified: Path
+) -> None:
+    """600 children touching 150 syscall numbers each in an unwatched cgroup (90,000 (tgid, nr)
+    pairs, more than the map holds), then 300 in the watched one: before the kernel filter this lost
+    a third of the watched children's counts (the busy-node note)."""
+    tag = f"croft-test-burst-{os.getpid()}"
+    with (
+        scratch_cgroup(unified, f"{tag}-watched") as watched,
+        scratch_cgroup(unified, f"{tag}-noise") as noise,
+    ):
+        source = LiveSource(ProcFS(), CgroupFS(), kernel, UnavailableGpu(), (watched.name,))
+        inside = Spawner((watched,), getppids=GETPPIDS, distinct=DISTINCT, first_nr=WATCHED_NR)
+        outside = Spawner((noise,), getppids=0, distinct=150, first_nr=NOISE_NR)
+        syscount = Syscount()
+        children: list[int] = []
+        try:
+
+            def burst() -> None:
+                outside.start_burst(600)
+                inside.start_burst(300)
+
+            def release() -> None:
+                inside.start_release()
+                outside.start_release()
+
+            # Nothing in the poll loop waits for the spawners: a gap is croft's own.
+            records = run_polls(source, 7, {1: burst, 4: release})
+            children.extend(inside.burst_pids())
+            outside.burst_pids()
+            inside.released()
+            outside.released()
+            records += run_polls(source, 1, {})
+            theirs = syscount.stop()
+        finally:
+            syscount.close()
+            inside.close()
+            outside.close()
+    for k, record in enumerate(records):
+        print(
+            f"poll {k}: took {record.took_s:.2f} s, gap {record.gap_s:.2f} s, "
+            f"dropped {record.poll.kernel.dropped_entries}, spilled {record.poll.kernel.spilled_entries}, "
+            f"tgids {len(record.poll.kernel.syscalls)}, load {record.load:.2f}"
+        )
+    ours = counts_of(records, children)
+    print(f"getppid croft {ours.get('getppid')} syscount {theirs.get('getppid')}")
+    assert len(children) == 300
+    assert sum(r.poll.kernel.dropped_entries for r in records) == 0
+    assert sum(r.poll.kernel.spilled_entries for r in records) == 0
+    assert max(r.gap_s for r in records) <= 3.0
+    assert ours["getppid"] == 300 * GETPPIDS
+    assert ours["getppid"] == pytest.approx(theirs["getppid"], rel=0.01)
+    assert own_numbers(ours, WATCHED_NR) == own_numbers(theirs, WATCHED_NR, syscount=True) == 300 * DISTINCT
+    assert (
+        own_numbers(counts_of(records, [t for r in records for t in r.poll.kernel.syscalls]), NOISE_NR) == 0
+    )
+
+
+def test_a_process_watched_through_cgroup_v1_is_counted_with_every_child_it_forks(
+    kernel: BccKernelSource,
+) -> None:
+    """A hybrid host: the watch prefix matches the spawner's v1 `pids` path, not its v2 path, so it
+    is counted by tgid; its children are marked as they fork (task:task_newtask), before procfs
+    could ever see them."""
+    controller = Path("/sys/fs/cgroup/pids")
+    if not (controller / "cgroup.procs").exists():
+        pytest.skip("no cgroup-v1 pids hierarchy on this host")
+    with scratch_cgroup(controller, f"croft-test-v1-{os.getpid()}") as v1:
+        source = LiveSource(ProcFS(), CgroupFS(), kernel, UnavailableGpu(), (v1.name,))
+        spawner = Spawner((v1,), getppids=GETPPIDS, distinct=DISTINCT, first_nr=V1_NR)
+        children: list[int] = []
+        try:
+            records = run_polls(
+                source,
+                4,
+                {0: lambda: spawner.start_burst(50), 1: lambda: children.extend(spawner.burst_pids())},
+            )
+            spawner.release()
+            records += run_polls(source, 1, {})
+        finally:
+            spawner.close()
+    ours = counts_of(records, children)
+    assert ours.get("getppid", 0) == 50 * GETPPIDS
+    assert own_numbers(ours, V1_NR) == 50 * DISTINCT
+    assert sum(r.poll.kernel.dropped_entries for r in records) == 0
