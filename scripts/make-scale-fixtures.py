@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Write croft scale's recorded fixtures: fixtures/scale/{burst,outage}.jsonl and their .meta.json.
 
-SYNTHETIC: these are simulated, not captured on a cluster. The simulation is the experiments.md
+SYNTHETIC: these are simulated, not captured on a cluster. The simulation is the docs/experiments.md
 burst at --scale 0.5: 30 s warm-up at 5 RPS, 180 s at 5 RPS, 120 s at 75 RPS, then 5 RPS (330 s, long
 enough for a 300 s scale-down window to end). Requests arrive as a Poisson process; each makes 2 or 3
 sendto calls (2.06 on average); the load is spread evenly over the running pods. Two collectors

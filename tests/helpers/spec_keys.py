@@ -1,4 +1,5 @@
-"""The JSON keys issue 2 fixes for `croft stats --json` and `croft profile`, in their order."""
+"""The JSON keys of `croft stats --json` and `croft profile`, in their order: users' scripts read them,
+so a change here is a change of the interface."""
 
 STATS_KEYS = [
     "files",

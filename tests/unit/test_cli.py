@@ -1,4 +1,4 @@
-"""The `croft` command: seven commands, options as in commands.md, and an instant --help."""
+"""The `croft` command: seven commands, options as in docs/commands.md, and an instant --help."""
 
 from __future__ import annotations
 

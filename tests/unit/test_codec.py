@@ -1,4 +1,4 @@
-"""The dataset's JSON shape: dataset.md's example, key order, omitted fields, strictness."""
+"""The dataset's JSON shape: docs/dataset.md's example, key order, omitted fields, strictness."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from croft.domain.dataset import codec
 from croft.domain.dataset.row import CgroupUsage, Process, Row, SyscallRate, Usage
 from tests.helpers import strategies as s
 
-# The example row of dataset.md, with the elided ids written out.
+# The example row of docs/dataset.md, with the elided ids written out.
 SPEC_EXAMPLE = """{
   "unix_ms": 1792505950473,
   "tgid": 234758,

@@ -1,7 +1,7 @@
 """`run.py simulate` and `run.py answer`: croft.sim runs written as run directories, scored by the
 same `compare` as real runs.
 
-The answer to experiments.md's question, without a cluster: for the webapp burst at --scale 0.5
+The answer to docs/experiments.md's question, without a cluster: for the webapp burst at --scale 0.5
 and hotel-reservation at --scale 2, both arms (hpa: the Kubernetes HPA; croft: croft scale), N
 seeds each, mean ± sd of every compare score, and a PNG of offered load, replicas and p95 over time
 per arm.

@@ -1,4 +1,4 @@
-"""The open-loop load profiles of experiments.md: constant, ramp, burst, periodic, variable.
+"""The open-loop load profiles of docs/experiments.md: constant, ramp, burst, periodic, variable.
 
 Each is a pure function of time: `Profile.rate_at(t_s)` is the offered rate (requests/s) `t_s`
 seconds after the load starts. `--scale` multiplies every rate (not the durations). A web run puts

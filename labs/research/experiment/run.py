@@ -1,4 +1,4 @@
-"""croft's experiment harness (experiments.md).
+"""croft's experiment harness (docs/experiments.md).
 
     uv run run.py gpu --dry-run                                   # the plan of the GPU suite
     uv run run.py web --prefix burst-1 --profile burst --scale 0.5 [--scaler croft]

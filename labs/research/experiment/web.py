@@ -1,5 +1,5 @@
 """`run.py web`: one run of an application of apps.json under open-loop load (or Locust users), at
-fixed replicas or under an autoscaler, recorded in data/web/ (experiments.md, Output).
+fixed replicas or under an autoscaler, recorded in data/web/ (docs/experiments.md, Output).
 
 deploy at the starting replicas with the arm's autoscaler -> timeline watcher on -> (croft scale)
 -> warm-up + profile -> export events, timeline, Prometheus series -> runs.jsonl -> cool down.

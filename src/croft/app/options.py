@@ -1,4 +1,4 @@
-"""Option types shared by several commands, with the env variables and defaults of commands.md."""
+"""Option types shared by several commands, with the env variables and defaults of docs/commands.md."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The run-directory format shared by real and simulated web runs (experiments.md, Output), so that
+"""The run-directory format shared by real and simulated web runs (docs/experiments.md, Output), so that
 `run.py compare` scores both alike. The only module of `croft.sim` that touches files.
 
     <data>/runs.jsonl            one `RunRecord` per run: app, load, autoscaler, window, containers

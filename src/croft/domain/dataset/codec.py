@@ -1,4 +1,4 @@
-"""The one converter that owns the dataset's JSON shape (dataset.md).
+"""The one converter that owns the dataset's JSON shape (docs/dataset.md).
 
 On disk a row's keys come in this order: unix_ms, tgid, node, process, workload, ioctl_count,
 since_last_gpu_ioctl_ms, usage, cgroup_usage, syscalls, label. `node`, `framework`, the two GPU

@@ -152,7 +152,7 @@ class Profile:
     spreads: tuple[Spread, Spread, Spread, Spread]  # in the order of METRICS
 
     def to_json(self) -> dict[str, Any]:
-        """The `croft profile` object, with exactly the keys of the issue."""
+        """The `croft profile` object: the keys users' scripts read, in order (tests/helpers/spec_keys.py)."""
         out: dict[str, Any] = {
             "container_id": self.container_id,
             "from_ms": self.from_ms,

@@ -1,4 +1,4 @@
-"""Rotation and retention of the dataset as pure decisions (dataset.md, "Rotation and retention").
+"""Rotation and retention of the dataset as pure decisions (docs/dataset.md, "Rotation and retention").
 
 The files of one dataset directory, for a live file named `croft-dataset.jsonl` (the stem is the live
 file's name less `.jsonl`):
@@ -29,7 +29,7 @@ MS_PER_DAY = 86_400_000
 
 @attrs.frozen
 class Limits:
-    """The `--rotate-*`/`--retain-*` options: seconds, bytes, days, bytes (commands.md defaults)."""
+    """The `--rotate-*`/`--retain-*` options: seconds, bytes, days, bytes (docs/commands.md defaults)."""
 
     rotate_secs: int = 3600
     rotate_bytes: int = 1 << 30

@@ -1,4 +1,4 @@
-"""The dataset row: one process in one poll, exactly as dataset.md describes it.
+"""The dataset row: one process in one poll, exactly as docs/dataset.md describes it.
 
 Field order here is the key order on disk; `croft.domain.dataset.codec` owns the JSON shape.
 """

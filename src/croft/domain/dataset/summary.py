@@ -59,7 +59,7 @@ class Stats:
     busiest_syscalls: tuple[tuple[str, float], ...]
 
     def to_json(self) -> dict[str, Any]:
-        """The `croft stats --json` object, with exactly the keys of the issue."""
+        """The `croft stats --json` object: the keys scripts read, in order (tests/helpers/spec_keys.py)."""
         return {
             "files": self.files.files,
             "bytes": self.files.bytes_on_disk,

@@ -4,7 +4,7 @@ One place for both sides: the collector exports exactly these names and labels, 
 tests look them up here. Every value is a gauge of the newest poll unless its name ends in `_total`
 (a counter since the collector started). Rates are per second over the last poll interval.
 
-Per container (label `container_id`: the 64-hex id of dataset.md, the same string a pod's
+Per container (label `container_id`: the 64-hex id of docs/dataset.md, the same string a pod's
 `status.containerStatuses[].containerID` carries after its `containerd://` or `docker://` scheme;
 empty for a watched host cgroup) and label `cgroup` (the container's cgroup path as rows write it):
 
