@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.collect.helpers import HERE, REPO, collector, write_polls
-from tests.dataset_files import LIVE
-from tests.faults.test_dataset_faults import fill, small_filesystem
+from tests.helpers.collect import HERE, REPO, collector, write_polls
+from tests.helpers.dataset import LIVE
+from tests.helpers.filesystems import fill, small_filesystem
 
 CROFT = str(Path(sys.executable).parent / "croft")
 START_MS = 1_792_505_950_000

@@ -13,9 +13,9 @@ import pytest
 
 from croft.adapters.dataset.fetch import HttpDatasetSource
 from croft.adapters.dataset.node_copy import LocalWriteError, NodeCopy
-from tests.collect.helpers import collector, write_polls
-from tests.dataset_files import LIVE
-from tests.faults.faulty_disk import FAULTS, FaultyDisk
+from tests.helpers.collect import collector, write_polls
+from tests.helpers.dataset import LIVE
+from tests.helpers.faulty_disk import FAULTS, FaultyDisk
 
 START_MS = 1_792_505_950_000
 

@@ -3,8 +3,6 @@ the brim. What is on disk afterwards is read back with zstandard and the codec."
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import os
 import random
 import shutil
@@ -12,7 +10,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,6 +19,7 @@ from croft.adapters.dataset.writer import DatasetWriter
 from croft.domain.dataset.rotation import Limits, Naming
 from tests.helpers.cli import CROFT
 from tests.helpers.dataset import LIVE, dataset_files, file_lines, poll_lines, read_rows
+from tests.helpers.filesystems import fill, small_filesystem
 from tests.helpers.golden import assert_same_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -154,30 +152,6 @@ def test_kill_9_of_croft_run_replay_never_mixes_or_duplicates_runs(trace: Path, 
 
 
 # --- a full disk -------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def small_filesystem(where: Path, size: str) -> Iterator[Path]:
-    where.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], check=False, capture_output=True
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
-    try:
-        yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=True)
-
-
-def fill(path: Path) -> None:
-    """Write zeros to `path` until the filesystem is full."""
-    with path.open("ab", buffering=0) as f:
-        try:
-            while True:
-                f.write(b"\0" * 4096)
-        except OSError as exc:
-            assert exc.errno == errno.ENOSPC
 
 
 @pytest.mark.root

@@ -13,8 +13,8 @@ import zstandard
 
 from croft.adapters.dataset.writer import DatasetWriter
 from croft.domain.dataset.rotation import Limits
-from tests.dataset_files import LIVE, dataset_files, poll_lines, read_rows
-from tests.faults.faulty_disk import FAULTS, FaultyDisk
+from tests.helpers.dataset import LIVE, dataset_files, poll_lines, read_rows
+from tests.helpers.faulty_disk import FAULTS, FaultyDisk
 
 T0 = 1_792_505_950_000
 ROWS = 5

@@ -18,7 +18,9 @@ test module imports another (tests/unit/test_tests_layout.py checks both).
     children     child processes with known syscalls; a GPU-like device node
     fake_kernel  the simulated kernel source the contract tests hold to BCC's
     nvml_fake    recorded NVML answers replayed
+    faulty_disk  a Disk port that fails on cue (short writes, ENOSPC, EIO, rename failures)
+    filesystems  a small real tmpfs, and filling it
 
-Programs the tests start: dataset_driver.py (python -m), serve_dataset.py, hostile_server.py,
+Programs the tests start: dataset_driver.py (python -m), serve_dataset.py, hostile_server.py, odd_server.py,
 cluster_exporter.py.
 """
