@@ -29,17 +29,28 @@ sys.path.insert(0, str(REPO))
 from tests.helpers.workload import OwnCgroup  # noqa: E402
 
 from croft.adapters.host.cgroupfs import CgroupFS  # noqa: E402
-from croft.adapters.host.poller import LiveSource, UnavailableGpu, UnavailableKernel  # noqa: E402
+from croft.adapters.host.poller import LiveSource, UnavailableGpu  # noqa: E402
 from croft.adapters.host.procfs import ProcFS  # noqa: E402
 from croft.app.bootstrap import load_catalog  # noqa: E402
 from croft.app.collector import Pipeline  # noqa: E402
 from croft.domain.collector.frameworks import Matcher  # noqa: E402
+from croft.domain.collector.kernel import KernelSample, KernelSelection  # noqa: E402
 from croft.domain.collector.rows import CollectorConfig  # noqa: E402
 from croft.domain.collector.snapshot import Instant  # noqa: E402
 from plain_sink import PlainAppendSink  # noqa: E402
 
 POLL_S = 2.0
 BARE_FILES = ("stat", "status", "io", "schedstat")
+
+
+class NoKernel:
+    """A `KernelSource` without eBPF: every sample is empty (the collector's procfs/cgroupfs cost only)."""
+
+    def read(self) -> KernelSample:
+        return KernelSample()
+
+    def select(self, selection: KernelSelection) -> None:
+        pass
 
 
 def start_idle(group: OwnCgroup, count: int) -> list[int]:
@@ -81,7 +92,7 @@ def measure(size: int, polls: int) -> tuple[float, float]:
     with OwnCgroup(f"croft-bench-{os.getpid()}") as group, tempfile.TemporaryDirectory() as tmp:
         pids = start_idle(group, size)
         watch = (group.name,)
-        source = LiveSource(ProcFS(), CgroupFS(), UnavailableKernel(), UnavailableGpu(), watch)
+        source = LiveSource(ProcFS(), CgroupFS(), NoKernel(), UnavailableGpu(), watch)
         config = CollectorConfig(watch=watch, matcher=Matcher(load_catalog(None)))
         pipeline = Pipeline(config, PlainAppendSink(Path(tmp) / "croft-dataset.jsonl"))
         croft_cpu = bare_cpu = 0.0

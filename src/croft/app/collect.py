@@ -11,13 +11,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 from cyclopts import Parameter
 
 from croft.app.options import check_number
+from croft.domain.deploy.manifests import COLLECTOR_SELECTOR, METRICS_PORT
 from croft.errors import UserError
 
 if TYPE_CHECKING:
     from croft.adapters.dataset.fetch import Deadline, HttpDatasetSource
 
-DEFAULT_SELECTOR = "app.kubernetes.io/name=croft-collector"
-DEFAULT_PORT = 9464
 
 # (node, a context manager yielding that node's source), in node order
 Targets = list[tuple[str, Callable[[], AbstractContextManager["HttpDatasetSource"]]]]
@@ -30,8 +29,8 @@ def collect(
     kubeconfig: Annotated[
         Path | None, Parameter(help="the kubeconfig; default: $KUBECONFIG, ~/.kube/config or in-cluster")
     ] = None,
-    selector: Annotated[str, Parameter(help="label selector of the collector pods")] = DEFAULT_SELECTOR,
-    port: Annotated[int, Parameter(help="the collectors' --metrics-addr port")] = DEFAULT_PORT,
+    selector: Annotated[str, Parameter(help="label selector of the collector pods")] = COLLECTOR_SELECTOR,
+    port: Annotated[int, Parameter(help="the collectors' --metrics-addr port")] = METRICS_PORT,
     url: Annotated[
         tuple[str, ...],
         Parameter(

@@ -10,11 +10,10 @@ from collections.abc import Callable
 
 from croft.adapters.dataset.writer import WriterCounters
 from croft.adapters.http.metrics import SnapshotCollector
+from croft.domain.collector.rates import NS_PER_S
 from croft.domain.collector.snapshot import Poll
 from croft.domain.dataset.row import Row
 from croft.domain.metrics.series import Health, MetricsMemory, series
-
-NS_PER_S = 1_000_000_000
 
 
 class MetricsPublisher:

@@ -9,13 +9,11 @@ from typing import TYPE_CHECKING, Annotated, TextIO
 
 from cyclopts import Parameter
 
+from croft.domain.deploy.manifests import COLLECTOR_SELECTOR, METRICS_PORT
 from croft.errors import UserError
 
 if TYPE_CHECKING:
     from croft.domain.scaling.decision import ScaleConfig
-
-DEFAULT_COLLECTOR_SELECTOR = "app.kubernetes.io/name=croft-collector"
-DEFAULT_COLLECTOR_PORT = 9464
 
 
 def scale(
@@ -39,10 +37,10 @@ def scale(
     collector_namespace: Annotated[str, Parameter(help="the namespace of croft's collector pods")] = "croft",
     collector_selector: Annotated[
         str, Parameter(help="label selector of the collector pods")
-    ] = DEFAULT_COLLECTOR_SELECTOR,
+    ] = COLLECTOR_SELECTOR,
     collector_port: Annotated[
         int, Parameter(help="the collectors' --metrics-addr port, reached through the pod proxy")
-    ] = DEFAULT_COLLECTOR_PORT,
+    ] = METRICS_PORT,
     record: Annotated[Path | None, Parameter(help="append every poll's observations to this file")] = None,
     replay: Annotated[
         Path | None, Parameter(help="re-decide a --record file offline (a dry run; no API is contacted)")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import zstandard
 
-from croft.adapters.dataset.disk import OS_DISK, Disk, write_all
+from croft.adapters.dataset.disk import OS_DISK, Disk, fsync_directory, write_all
 from croft.domain.dataset.rotation import Naming, SegmentName
 
 LOG = logging.getLogger("croft.dataset")
@@ -35,15 +35,6 @@ COMPRESSION_NICE = 19
 
 class Stopped(Exception):
     """Compression was asked to stop; the plain segment is left for the next run."""
-
-
-def fsync_directory(directory: Path) -> None:
-    """Make renames and removals in `directory` durable."""
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def compress_segment(

@@ -54,3 +54,13 @@ def write_all(disk: Disk, fd: int, data: bytes | memoryview, offset: int | None 
         view = view[n:]
         if offset is not None:
             offset += n
+
+
+def fsync_directory(directory: Path) -> None:
+    """Make renames and removals in `directory` durable (straight through `os`: a directory's entries
+    are not a file's bytes, so this is no call of the `Disk` port)."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

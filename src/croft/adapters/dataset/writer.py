@@ -31,9 +31,8 @@ from croft.adapters.dataset.compressor import (
     ZSTD_LEVEL,
     SegmentCompressor,
     compressed_matches,
-    fsync_directory,
 )
-from croft.adapters.dataset.disk import OS_DISK, Disk, write_all
+from croft.adapters.dataset.disk import OS_DISK, Disk, fsync_directory, write_all
 from croft.domain.dataset.rotation import (
     FileFact,
     Limits,

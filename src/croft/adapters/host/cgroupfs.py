@@ -21,7 +21,6 @@ root's; a v1 memory cgroup elsewhere is not read. Sources: CPU usage `cpuacct.us
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -152,8 +151,3 @@ def _psi(data: bytes | None) -> float | None:
         return parse_psi_some_avg10(data)
     except Unparsable:
         return None
-
-
-def host_has_cgroups(root: Path) -> bool:
-    """Whether anything cgroup-like is mounted at `root`."""
-    return os.path.isdir(root)  # noqa: PTH112

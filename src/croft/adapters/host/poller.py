@@ -22,16 +22,6 @@ from croft.domain.collector.snapshot import CgroupMembership, Instant, Poll, Pro
 log = logging.getLogger("croft.poll")
 
 
-class UnavailableKernel:
-    """A `KernelSource` for hosts where eBPF cannot be loaded: every sample is empty."""
-
-    def read(self) -> KernelSample:
-        return KernelSample()
-
-    def select(self, selection: KernelSelection) -> None:
-        pass
-
-
 class UnavailableGpu:
     """A `GpuHolderSource` without NVML: nobody holds a GPU by NVML's account."""
 

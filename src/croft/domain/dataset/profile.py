@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -188,13 +188,3 @@ def profile_of(
         gpu_poll_share=sum(columns[4]) / len(keys),
         spreads=(Spread.of(columns[0]), Spread.of(columns[1]), Spread.of(columns[2]), Spread.of(columns[3])),
     )
-
-
-def merged_profiles(
-    parts: Iterable[ProfileAccumulator], prefix: str, from_ms: int | None, to_ms: int | None
-) -> ProfileAccumulator:
-    """One accumulator holding all of `parts`."""
-    total = ProfileAccumulator(prefix, from_ms, to_ms)
-    for part in parts:
-        total.merge(part)
-    return total

@@ -8,7 +8,7 @@ different files, parts and worker processes merge into one, in any order, with t
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from itertools import chain
 from operator import attrgetter
 from typing import Any
@@ -163,11 +163,3 @@ class StatsAccumulator:
 
 def _busiest_first(item: tuple[str, float]) -> tuple[float, str]:
     return -item[1], item[0]
-
-
-def merged(accumulators: Iterable[StatsAccumulator]) -> StatsAccumulator:
-    """One accumulator holding all of `accumulators`."""
-    total = StatsAccumulator()
-    for part in accumulators:
-        total.merge(part)
-    return total

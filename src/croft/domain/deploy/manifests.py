@@ -35,6 +35,8 @@ DATASET_DIR = "/var/lib/croft"
 LIVE_NAME = "croft-dataset.jsonl"
 APP_LABEL = "croft-collector"
 SELECTOR = {"app.kubernetes.io/name": APP_LABEL}
+COLLECTOR_SELECTOR = ",".join(f"{key}={value}" for key, value in SELECTOR.items())
+"""The label selector of the collector pods (croft scale and croft collect find them by it)."""
 CAPABILITIES = ("BPF", "PERFMON", "SYS_RESOURCE", "SYS_PTRACE", "DAC_READ_SEARCH")
 OLD_KERNEL_CAPABILITIES = ("SYS_ADMIN", "SYS_RESOURCE", "SYS_PTRACE", "DAC_READ_SEARCH")
 # (volume name, host path, mounted read-only)
