@@ -62,13 +62,13 @@ def assert_aligned(screen: str) -> None:
 # --- a pty: --once -----------------------------------------------------------------------------
 
 
-def run_in_pty(argv: list[str], timeout_s: float = 60) -> tuple[int, str]:
+def run_in_pty(argv: list[str], timeout_s: float = 60, env: dict[str, str] | None = None) -> tuple[int, str]:
     """Run `argv` with a 100x40 pseudo-terminal as stdin, stdout and stderr; its exit status and
     everything it wrote."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", LINES, COLS, 0, 0))
-    env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": str(COLS), "LINES": str(LINES)}
-    env.pop("NO_COLOR", None)
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "PYTHONIOENCODING")} | (env or {})
+    env |= {"TERM": "xterm-256color", "COLUMNS": str(COLS), "LINES": str(LINES)}
     proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True)
     os.close(slave)
     out = bytearray()
@@ -176,10 +176,20 @@ REPORT_EXIT = (
 )
 
 
-def start_top(tmux: Tmux, dataset: Path) -> Path:
+def start_top(tmux: Tmux, dataset: Path, *extra: str, interval: float = 1) -> Path:
     """Start `croft top --interval 1` on `dataset` in the pane; the file its exit status will be in."""
     status = tmux.socket.parent / "status"
-    croft = [sys.executable, "-m", "croft", "top", "--interval", "1", "--dataset", str(dataset)]
+    croft = [
+        sys.executable,
+        "-m",
+        "croft",
+        "top",
+        "--interval",
+        f"{interval:g}",
+        "--dataset",
+        str(dataset),
+        *extra,
+    ]
     started = tmux.start([sys.executable, "-c", REPORT_EXIT, str(status), *croft])
     if started.returncode != 0:
         pytest.skip(f"tmux cannot start a session here: {started.stderr.strip()}")
@@ -228,3 +238,138 @@ def test_a_file_without_a_complete_poll_waits_for_one(tmux: Tmux, tmp_path: Path
     assert "waiting" not in screen
     tmux("send-keys", "-t", "top", "q")
     assert exit_status(status, tmux) == "0"
+
+
+# --- the interactive screen: keys, resizes, a stopped collector, looking back ---------------------
+
+
+def drawn(tmux: Tmux, what: str, ready: Callable[[str], bool]) -> str:
+    """The pane once `ready` holds on a whole frame (the key-hint line, the last, is drawn)."""
+    return tmux.wait_for(what, lambda s: ("PgDn scroll" in s or "Esc cancel" in s) and ready(s))
+
+
+def many_processes(unix_ms: int, count: int = 60) -> list[Row]:
+    """`count` processes of one poll: CPU falls as the pid rises, memory rises with it, and every
+    tenth is a `loader`."""
+    return [
+        make_row(
+            1000 + i,
+            unix_ms,
+            comm="loader" if i % 10 == 0 else f"worker{i}",
+            cpu_cores=(count - i) / 100,
+            rss_bytes=(i + 1) << 20,
+        )
+        for i in range(count)
+    ]
+
+
+def rows_of(screen: str) -> list[str]:
+    return [line for line in screen.splitlines() if re.match(r"\S{12} +\d+ ", line)]
+
+
+def pids_of(screen: str) -> list[int]:
+    return [int(line.split()[1]) for line in rows_of(screen)]
+
+
+def test_keys_sort_filter_and_scroll(tmux: Tmux, tmp_path: Path) -> None:
+    live = tmp_path / LIVE
+    live.write_bytes(encode(many_processes(now_ms())))
+    status = start_top(tmux, tmp_path, interval=5)
+    first = drawn(tmux, "the table", lambda s: "worker1 " in s)
+    assert pids_of(first)[:3] == [1000, 1001, 1002]  # CPU, busiest first
+    assert "q quit · c/m/s/p sort (CPU) · / filter" in first.rstrip().splitlines()[-1], first
+    assert re.search(r"rows 1-\d+ of 60", first)
+
+    tmux("send-keys", "-t", "top", "m")
+    by_memory = drawn(tmux, "sort by memory", lambda s: "sort (memory)" in s)
+    assert pids_of(by_memory)[:3] == [1059, 1058, 1057]
+
+    tmux("send-keys", "-t", "top", "End")
+    bottom = drawn(tmux, "the last page", lambda s: pids_of(s)[-1:] == [1000])
+    assert re.search(r"rows \d+-60 of 60", bottom)
+    tmux("send-keys", "-t", "top", "Home")
+    drawn(tmux, "the first page", lambda s: pids_of(s)[:1] == [1059])
+
+    tmux("send-keys", "-t", "top", "/", "l", "o", "a", "d")
+    typing = drawn(tmux, "the filter being typed", lambda s: "filter: load_" in s)
+    assert "Enter keep · Esc cancel" in typing
+    tmux("send-keys", "-t", "top", "Enter")
+    filtered = drawn(tmux, "the filtered table", lambda s: "filter 'load' (Esc clears)" in s)
+    assert pids_of(filtered) == [1050, 1040, 1030, 1020, 1010, 1000]
+    assert "rows 1-6 of 6 (60 before the filter)" in filtered
+    tmux("send-keys", "-t", "top", "Escape")
+    drawn(tmux, "the filter cleared", lambda s: len(pids_of(s)) > 6)
+
+    tmux("send-keys", "-t", "top", "q")
+    assert exit_status(status, tmux) == "0"
+
+
+def test_a_resize_redraws_for_the_new_width(tmux: Tmux, tmp_path: Path) -> None:
+    live = tmp_path / LIVE
+    live.write_bytes(encode(busy_poll(now_ms(), "trainer")))
+    status = start_top(tmux, tmp_path, interval=30)  # only the resize can redraw in time
+    wide = drawn(tmux, "the table", lambda s: "trainer" in s)
+    full_cgroup = (
+        "/system.slice/docker-" + "33813f5d0a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5.scope"
+    )
+    assert full_cgroup not in wide and "…" in wide  # 100 columns: the cgroup's end only
+
+    tmux("resize-window", "-t", "top", "-x", "60", "-y", "20")
+    narrow = drawn(tmux, "the 60-column table", lambda s: "WORKLOAD" not in s and "trainer" in s)
+    titles = next(line for line in narrow.splitlines() if "PID" in line)
+    assert titles.split() == ["CONTAINER", "PID", "COMM", "CPU%", "RSS", "BUSIEST", "SYSCALLS"]
+    assert all(len(line) <= 60 for line in narrow.splitlines())
+    assert all(re.search(r" \d+ trainer +\d+\.\d ", row) for row in rows_of(narrow)), narrow
+
+    tmux("resize-window", "-t", "top", "-x", "230", "-y", "20")
+    widest = drawn(tmux, "the 230-column table", lambda s: full_cgroup in s)
+    assert "FRAMEWORK" in widest and "I/O/s" in widest
+    tmux("send-keys", "-t", "top", "q")
+    assert exit_status(status, tmux) == "0"
+
+
+def test_a_stopped_collector_is_said_until_polls_come_again(tmux: Tmux, tmp_path: Path) -> None:
+    live = tmp_path / LIVE
+    live.write_bytes(encode(busy_poll(now_ms() - 30_000, "before")))  # the collector stopped 30 s ago
+    status = start_top(tmux, tmp_path)
+    stopped = drawn(tmux, "the stopped note", lambda s: "the collector has stopped" in s)
+    assert re.search(r"no new poll for \d+ s: the collector has stopped, or writes elsewhere", stopped)
+    append(live, encode(busy_poll(now_ms(), "after")))
+    running = drawn(tmux, "the new poll", lambda s: "after" in s)
+    assert "the collector has stopped" not in running
+    tmux("send-keys", "-t", "top", "q")
+    assert exit_status(status, tmux) == "0"
+
+
+def test_looking_back_steps_through_past_polls(tmux: Tmux, tmp_path: Path) -> None:
+    live = tmp_path / LIVE
+    stamp = now_ms() - 3_600_000
+    live.write_bytes(encode([row for k in range(5) for row in busy_poll(stamp + 2000 * k, f"step{k}", 1)]))
+    at = f"{stamp + 4100}"  # between the third poll and the fourth
+    status = start_top(tmux, tmp_path, "--at", at)
+    third = drawn(tmux, "the poll at --at", lambda s: "looking back: poll 3 of 5" in s)
+    assert "step2" in third and "step3" not in third and "←→ poll" in third
+    assert "the collector has stopped" not in third
+    tmux("send-keys", "-t", "top", "Right")
+    fourth = drawn(tmux, "one poll later", lambda s: "looking back: poll 4 of 5" in s)
+    assert "step3" in fourth
+    tmux("send-keys", "-t", "top", "Left", "Left", "Left", "Left", "Left")
+    drawn(tmux, "the first poll", lambda s: "looking back: poll 1 of 5" in s and "step0" in s)
+    tmux("send-keys", "-t", "top", "q")
+    assert exit_status(status, tmux) == "0"
+
+
+@pytest.mark.parametrize("variable", ["NO_COLOR", "PYTHONIOENCODING"])
+def test_no_color_and_an_ascii_terminal(tmp_path: Path, variable: str) -> None:
+    stamp = now_ms()
+    (tmp_path / LIVE).write_bytes(encode(busy_poll(stamp, "trainer")))
+    value = {"NO_COLOR": "1", "PYTHONIOENCODING": "ascii"}[variable]
+    status, raw = run_in_pty(
+        [sys.executable, "-m", "croft", "top", "--once", "--dataset", str(tmp_path)], env={variable: value}
+    )
+    assert status == 0, raw
+    assert "Traceback" not in raw and raw.count("trainer") == 3
+    if variable == "NO_COLOR":
+        assert "\x1b[" not in raw, "NO_COLOR: no bold, no reverse, no colour"
+    else:
+        assert raw.isascii() and re.search(r"node \S+ \| poll ", raw), raw

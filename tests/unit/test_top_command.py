@@ -35,9 +35,11 @@ def test_once_prints_a_tidy_table_and_exits_0(dataset: Path) -> None:
     assert out.stderr == ""
     lines = out.stdout.splitlines()
     assert re.fullmatch(
-        r"node \S+ · poll 2026-10-20 14:19:12 UTC \(\d+ d ago\) · 3 processes · 1 GPU holder", lines[0]
+        r"node \S+ · poll 2026-10-20 14:19:12 UTC \(\d+ d ago\) · 6 processes \(3 idle\) · 1 GPU holder",
+        lines[0],
     )
-    titles, *rows = lines[1:]
+    assert re.fullmatch(r"no new poll for \d+ d: the collector has stopped, or writes elsewhere", lines[1])
+    titles, *rows = lines[2:]
     assert titles.split() == [
         "CONTAINER",
         "PID",
@@ -46,15 +48,21 @@ def test_once_prints_a_tidy_table_and_exits_0(dataset: Path) -> None:
         "WORKLOAD",
         "CPU%",
         "RSS",
+        "NET/s",
+        "I/O/s",
+        "AGE",
+        "CGROUP",
         "BUSIEST",
         "SYSCALLS",
     ]
-    assert [row.split()[2] for row in rows] == ["trainer", "a-very-long-pr…", "loader"]
+    assert [row.split()[2] for row in rows] == ["trainer", "a-very-long-pr…", "loader", *["python"] * 3]
     assert rows[2].startswith("host:/srv/etl ")
+    for idle in rows[3:]:  # the first poll's processes, held from 2 s before at 0 % with their age
+        assert re.search(r" 0\.0 +1\.0G +0 +0 +2s /system\.slice/docker-33813f5d\S+\.scope$", idle), idle
     for line in lines:
         assert line == line.rstrip()
     pid_end = titles.index("PID") + len("PID")  # right-justified numbers end under their title
-    for row, pid in zip(rows, ["41", "1234567", "7"], strict=True):
+    for row, pid in zip(rows, ["41", "1234567", "7", "1000", "1001", "1002"], strict=True):
         assert row[pid_end - len(pid) : pid_end] == pid
         assert row[pid_end - len(pid) - 1] == " "
 

@@ -275,3 +275,19 @@ def test_a_damaged_segment_is_said_in_the_notes(tmp_path: Path) -> None:
         snapshot.notes[-1]
         == "the segment is damaged (truncated or corrupt): showing its last poll before that"
     )
+
+
+def test_the_polls_before_the_newest_come_as_earlier_rows(tmp_path: Path) -> None:
+    """croft top holds idle processes' rows from the 14 polls before the newest: `polls` asks for
+    them, a torn poll still being written is never among them, and no more polls are read."""
+    polls = [poll(T0_MS + 2000 * k, 2, first_tgid=1000 * (k + 1)) for k in range(20)]
+    torn = encode_row(make_row(9, T0_MS + 40_000))[:30]
+    path = write(tmp_path / LIVE_NAME, encode([row for rows in polls for row in rows]) + torn)
+    tail = tail_file(path, polls=15)
+    assert tgids(tail) == [20_000, 20_001]
+    assert [row.tgid for row in tail.earlier] == [
+        t for k in range(5, 19) for t in (1000 * (k + 1), 1000 * (k + 1) + 1)
+    ]
+    assert tail_file(path, polls=1).earlier == ()
+    assert [row.tgid for row in tail_file(path, polls=3).earlier] == [18_000, 18_001, 19_000, 19_001]
+    assert read_newest(path, "n").polls[0].earlier == tail.earlier

@@ -32,6 +32,9 @@ app.command(
 
 def main(argv: list[str] | None = None) -> int:
     """Run `croft`; a `UserError` becomes `croft: <message>` on stderr and its exit code."""
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if callable(reconfigure):  # PYTHONIOENCODING=ascii: a character it lacks becomes ?, not a traceback
+        reconfigure(errors="replace")
     try:
         result = app(argv, exit_on_error=True)
     except UserError as exc:
@@ -40,6 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
+        from croft.app.console import silence_stdout
+
+        silence_stdout()  # the reader went away (`croft stats | head -1`): end quietly
         return 0
     return result if isinstance(result, int) else 0
 

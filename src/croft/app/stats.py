@@ -63,10 +63,11 @@ def _size(n: float) -> str:
 def render(path: Path, s: Stats) -> None:
     """The human summary: a table of totals, then workloads, frameworks and syscalls side by side."""
     from rich import box
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console(highlight=False)
+    from croft.app.console import PipeConsole
+
+    console = PipeConsole(highlight=False)
     totals = Table(box=None, show_header=False, padding=(0, 2, 0, 0))
     totals.add_column(style="bold")
     totals.add_column()

@@ -1,8 +1,10 @@
-"""croft top: the processes of the newest poll, refreshed as a live table."""
+"""croft top: each process's latest row from the last 15 polls, as a live, interactive table."""
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -12,13 +14,20 @@ from croft.app.options import DEFAULT_DATASET, DatasetOpt
 from croft.errors import UserError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
     from rich.console import Console, RenderableType
 
     from croft.adapters.dataset.tail import TopSnapshot
     from croft.adapters.host.clock import SystemClock
-    from croft.domain.top import TopTable
+    from croft.domain.top.keys import Screen
+    from croft.domain.top.replay import Replay
+    from croft.domain.top.table import NodePoll
 
 WAITING = "waiting for the first poll"
+AT_BEFORE_MS = 15 * 2_000 * 2  # read back far enough to hold 15 polls before --at
+AT_AFTER_MS = 10 * 60_000  # and this far after it, to step forwards
+ASCII_SYMBOLS = str.maketrans({"…": "~", "·": "|", "↑": "^", "↓": "v", "←": "<", "→": ">"})
 
 
 def top(
@@ -26,9 +35,19 @@ def top(
     dataset: DatasetOpt = DEFAULT_DATASET,
     interval: Annotated[float, Parameter(help="seconds between refreshes; q or Ctrl-C quits")] = 2.0,
     once: Annotated[bool, Parameter(negative=(), help="print once and exit")] = False,
+    json: Annotated[bool, Parameter(negative=(), help="print the processes once as one JSON object")] = False,
+    at: Annotated[
+        str | None,
+        Parameter(
+            help="look back: show the poll at this time (2026-10-20T14:20:00Z, 10m ago, unix ms) and "
+            "step through the polls around it with ← and →, as `below replay` does"
+        ),
+    ] = None,
 ) -> int:
-    """Show the processes of the newest poll: container, pid, comm, framework, workload, CPU, RSS and
-    the busiest syscalls. Reads only the end of the live file."""
+    """Show each process's latest row from the last 15 polls (idle ones at 0 % with the age of
+    their row): container, pid, comm, framework, workload, CPU, RSS, network, I/O, cgroup and the
+    busiest syscalls. Keys: c/m/s/p sort, / filter, arrows and PgUp/PgDn scroll, q quits. Reads
+    only the end of the live file."""
     if not (math.isfinite(interval) and interval > 0):
         raise UserError(
             f"--interval must be a positive number of seconds, got {interval:g}; try --interval 2"
@@ -36,28 +55,63 @@ def top(
     import socket
     import sys
 
-    from rich.console import Console
-
     from croft.adapters.host.clock import SystemClock
+    from croft.app.console import PipeConsole
 
     screen = sys.stdout.isatty()
-    console = Console(highlight=False) if screen else Console(width=1000, color_system=None, highlight=False)
+    styled = screen and not os.environ.get("NO_COLOR")
+    ascii_only = not _encodes(sys.stdout, "…·↑↓←→")
+    console = (
+        PipeConsole(highlight=False, no_color=not styled, emoji=False)
+        if screen
+        else PipeConsole(width=1000, color_system=None, highlight=False, emoji=False)
+    )
     clock = SystemClock()
     node = socket.gethostname()
+    if at is not None:
+        replay, index = _replay(dataset, node, at, clock.now().unix_ms)
+        polls = replay.at(index)
+        if json or once or not screen:
+            now_ms = clock.now().unix_ms
+            _print_once(
+                console, polls, "", now_ms, json=json, styled=styled, ascii_only=ascii_only, live=False
+            )
+            return 0
+        with contextlib.suppress(KeyboardInterrupt):
+            _live(console, lambda _step: (polls, ""), clock, interval, styled, ascii_only, replay, index)
+        return 0
     snapshot = _read(dataset, node)  # a missing or empty dataset is an error at start, in both modes
-    if once:
+    if once or json:
         if not snapshot.polls:
             raise UserError(f"{dataset} has no complete poll yet; wait for `croft run` to write one")
-        _print(console, snapshot, clock.now().unix_ms, screen)
+        notes = _notes(snapshot)
+        _print_once(
+            console,
+            snapshot.polls,
+            notes,
+            clock.now().unix_ms,
+            json=json,
+            styled=styled,
+            ascii_only=ascii_only,
+        )
         return 0
     try:
         if screen:
-            _live(console, dataset, node, interval, clock, snapshot)
+            _live(console, lambda _step: _current(dataset, node), clock, interval, styled, ascii_only)
         else:
-            _batch(console, dataset, node, interval, clock, snapshot)
+            _batch(console, dataset, node, interval, clock)
     except KeyboardInterrupt:
         pass
     return 0
+
+
+def _encodes(stream: object, text: str) -> bool:
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    try:
+        text.encode(encoding)
+    except (UnicodeEncodeError, LookupError):
+        return False
+    return True
 
 
 def _read(path: Path, node: str) -> TopSnapshot:
@@ -71,120 +125,229 @@ def _read(path: Path, node: str) -> TopSnapshot:
         raise UserError(f"cannot read {exc.filename or path}: {exc.strerror}") from exc
 
 
-def _read_or_wait(path: Path, node: str) -> TopSnapshot | str:
-    """The snapshot, or the line to show while the dataset is away (rotated, being recreated)."""
+def _current(path: Path, node: str) -> tuple[Sequence[NodePoll], str]:
+    """The polls to show and the notes (or the waiting line while the dataset is away)."""
     try:
-        return _read(path, node)
+        snapshot = _read(path, node)
     except UserError as exc:
-        return f"{WAITING} ({exc})"
+        return (), f"{WAITING} ({exc})"
+    return snapshot.polls, _notes(snapshot)
 
 
-def _table(snapshot: TopSnapshot, now_ms: int, max_rows: int | None) -> TopTable:
-    from croft.domain.top import build_table
-
-    return build_table(snapshot.polls, now_ms, max_rows)
-
-
-def _view(
-    snapshot: TopSnapshot | str, now_ms: int, *, max_rows: int | None, width: int | None, styled: bool
-) -> RenderableType:
-    """The header, the notes and the table; `max_rows` None shows every process. In `width`
-    characters the last column (the syscalls) ends in an ellipsis where it does not fit."""
-    from rich.console import Group
-    from rich.table import Table
-    from rich.text import Text
-
-    from croft.domain.top import fit_items
-
-    if isinstance(snapshot, str) or not snapshot.polls:
-        return Text(snapshot if isinstance(snapshot, str) else WAITING)
-    table = _table(snapshot, now_ms, max_rows)
-    lines: list[RenderableType] = [Text(table.header, style="bold" if styled else "")]
+def _notes(snapshot: TopSnapshot) -> str:
     notes = list(snapshot.notes)
     if snapshot.skipped_lines:
         notes.append(f"{snapshot.skipped_lines} lines skipped (not rows)")
-    lines.extend(Text(note, style="yellow" if styled else "") for note in notes)
-    grid = Table(
-        box=None,
-        padding=(0, 1, 0, 0),
-        pad_edge=False,
-        show_edge=False,
-        header_style="bold reverse" if styled else "",
-    )
-    # Cells come truncated to their column's width: each column is as wide as its widest cell,
-    # and only the last one (the syscalls) gives way on a narrow terminal.
-    widths = [
-        max([len(column.title), *(len(row.cells[index]) for row in table.rows)])
-        for index, column in enumerate(table.columns)
-    ]
-    if width is not None:
-        widths[-1] = max(
-            min(widths[-1], width - sum(widths[:-1]) - len(widths[:-1])), len(table.columns[-1].title)
-        )
-    for column, column_width in zip(table.columns, widths, strict=True):
-        grid.add_column(
-            column.title,
-            justify="right" if column.justify == "right" else "left",
-            width=column_width,
-            no_wrap=True,
-            overflow="ellipsis",
-        )
-    for row in table.rows:
-        *fixed, items = row.cells
-        grid.add_row(*fixed, fit_items(items, widths[-1]), style="green" if styled and row.gpu else None)
-    lines.append(grid)
-    if len(table.rows) < table.total_rows:
-        lines.append(Text(f"{len(table.rows)} of {table.total_rows} processes shown, busiest CPU first"))
-    return Group(*lines)
+    return "\n".join(notes)
 
 
-def _print(console: Console, snapshot: TopSnapshot, now_ms: int, styled: bool) -> None:
-    if styled:
-        console.print(_view(snapshot, now_ms, max_rows=None, width=console.width, styled=True))
+def _replay(path: Path, node: str, at: str, now_ms: int) -> tuple[Replay, int]:
+    from croft import dataset
+    from croft.domain.times import BadTime, parse_time
+    from croft.domain.top.replay import Replay
+
+    try:
+        at_ms = parse_time(at, now_ms)
+    except BadTime as exc:
+        raise UserError(f"--at {exc}") from exc
+    try:
+        rows = dataset.node_rows(path, from_ms=at_ms - AT_BEFORE_MS, to_ms=at_ms + AT_AFTER_MS, host=node)
+        replay = Replay.of(rows)
+    except OSError as exc:
+        raise UserError(f"cannot read {exc.filename or path}: {exc.strerror}") from exc
+    if not replay.times:
+        from croft.domain.top.cells import utc_time
+
+        raise UserError(
+            f"{path} has no poll between {utc_time(at_ms - AT_BEFORE_MS)} and "
+            f"{utc_time(at_ms + AT_AFTER_MS)}; "
+            "give an --at time the dataset covers (croft stats shows its span)"
+        )
+    return replay, replay.index_at(at_ms)
+
+
+def _print_once(
+    console: Console,
+    polls: Sequence[NodePoll],
+    notes: str,
+    now_ms: int,
+    *,
+    json: bool,
+    styled: bool,
+    ascii_only: bool,
+    live: bool = True,
+) -> None:
+    import sys
+
+    if json:
+        import orjson
+
+        from croft.domain.top.table import to_json
+
+        sys.stdout.write(orjson.dumps(to_json(polls)).decode() + "\n")
         return
-    with console.capture() as captured:
-        console.print(_view(snapshot, now_ms, max_rows=None, width=None, styled=False))
-    # rich pads every line to the table's width; a pipe gets the lines without trailing spaces
-    console.file.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
+    width = console.width if console.is_terminal else None
+    lines, _ = _lines(polls, notes, now_ms, width=width, height=None, screen=None, live=live)
+    _write(console, lines, styled, ascii_only)
+
+
+StyledLine = tuple[str, str]
+"""A line and its style ("" for none): "header", "note", "titles", "gpu", "idle", "hint"."""
+
+
+def _lines(
+    polls: Sequence[NodePoll],
+    notes: str,
+    now_ms: int,
+    *,
+    width: int | None,
+    height: int | None,
+    screen: Screen | None,
+    live: bool = True,
+    steps: int = 0,
+) -> tuple[list[StyledLine], int]:
+    """The screen's lines: header, notes, column titles, rows (scrolled and cut to `height` when
+    given), a count when rows are cut, and on a live screen the key hints; and the first row shown
+    (the offset asked for, clamped to the last page)."""
+    from croft.domain.top.keys import Screen, hint_line
+    from croft.domain.top.layout import layout, lines
+    from croft.domain.top.table import build_table
+
+    state = screen or Screen()
+    if not polls:
+        return [(notes or WAITING, "")], 0
+    note_lines = [n for n in notes.split("\n") if n]
+    chrome = 2 + len(note_lines) + (2 if screen is not None else 0)
+    page = None if height is None else max(height - chrome - 1, 1)
+    table = build_table(polls, now_ms, page, view=state.view, offset=state.offset, live=live)
+    note_lines = [*table.notes, *note_lines]
+    titles, rows = lines(table, layout(table, width))
+    out: list[StyledLine] = [(table.header, "header")]
+    out.extend((note, "note") for note in note_lines)
+    out.append((titles, "titles"))
+    for text, row in zip(rows, table.rows, strict=True):
+        out.append((text, "idle" if row.idle else "gpu" if row.gpu else ""))
+    if len(table.rows) < table.matching or table.matching < table.total_rows:
+        first = table.first + 1
+        shown = f"rows {first}-{first + len(table.rows) - 1} of {table.matching}" if table.rows else "no rows"
+        of = f" ({table.total_rows} before the filter)" if table.matching < table.total_rows else ""
+        out.append((f"{shown}{of}", ""))
+    if screen is not None:
+        out.append((hint_line(state, steps > 0), "hint"))
+    if width is not None:
+        out = [(text[:width], style) for text, style in out]
+    return out, table.first
+
+
+STYLES = {
+    "header": "bold",
+    "note": "yellow",
+    "titles": "bold reverse",
+    "gpu": "green",
+    "idle": "dim",
+    "hint": "reverse",
+}
+
+
+def _renderable(lines: Sequence[StyledLine], styled: bool, ascii_only: bool) -> RenderableType:
+    from rich.console import Group
+    from rich.text import Text
+
+    return Group(
+        *(
+            Text(
+                text.translate(ASCII_SYMBOLS) if ascii_only else text,
+                style=STYLES.get(style, "") if styled else "",
+                no_wrap=True,
+                overflow="crop",
+                end="\n",
+            )
+            for text, style in lines
+        )
+    )
+
+
+def _write(console: Console, lines: Sequence[StyledLine], styled: bool, ascii_only: bool) -> None:
+    if styled:
+        console.print(_renderable(lines, styled, ascii_only))
+        return
+    text = "".join(line.rstrip() + "\n" for line, _ in lines)
+    if ascii_only:
+        text = text.translate(ASCII_SYMBOLS)
+    console.file.write(text)
     console.file.flush()
 
 
-def _batch(
-    console: Console, path: Path, node: str, interval: float, clock: SystemClock, snapshot: TopSnapshot
-) -> None:
+def _batch(console: Console, path: Path, node: str, interval: float, clock: SystemClock) -> None:
     """Not a terminal: print the whole table every `interval` seconds, like `top -b`."""
+    ascii_only = not _encodes(console.file, "…·")
     deadline = clock.now().monotonic_ns
-    current: TopSnapshot | str = snapshot
     while True:
-        if isinstance(current, str):
-            console.file.write(current + "\n")
-            console.file.flush()
-        else:
-            _print(console, current, clock.now().unix_ms, styled=False)
-        console.file.write("\n")
+        polls, notes = _current(path, node)
+        lines, _ = _lines(polls, notes, clock.now().unix_ms, width=None, height=None, screen=None)
+        _write(console, [*lines, ("", "")], styled=False, ascii_only=ascii_only)
         deadline += int(interval * 1e9)
         clock.sleep_until(deadline)
-        current = _read_or_wait(path, node)
 
 
 def _live(
-    console: Console, path: Path, node: str, interval: float, clock: SystemClock, snapshot: TopSnapshot
+    console: Console,
+    read: Callable[[int | None], tuple[Sequence[NodePoll], str]],
+    clock: SystemClock,
+    interval: float,
+    styled: bool,
+    ascii_only: bool,
+    replay: Replay | None = None,
+    index: int | None = None,
 ) -> None:
-    """A full-screen table refreshed every `interval` seconds until q or Ctrl-C."""
+    """A full-screen table refreshed every `interval` seconds (live) until q or Ctrl-C; keys sort,
+    filter, scroll and, with a replay, step through its polls."""
+    import attrs
     from rich.live import Live
 
     from croft.adapters.terminal import Keys
+    from croft.domain.top.keys import Screen, press
 
-    def view(current: TopSnapshot | str) -> RenderableType:
-        rows_fit = max(console.size.height - 4 - (0 if isinstance(current, str) else len(current.notes)), 1)
-        return _view(current, clock.now().unix_ms, max_rows=rows_fit, width=console.size.width, styled=True)
+    state = Screen(step=index)
+    steps = len(replay.times) if replay is not None else 0
 
-    current: TopSnapshot | str = snapshot
-    with Keys() as keys, Live(view(current), console=console, screen=True, auto_refresh=False) as live:
-        deadline = clock.now().monotonic_ns
+    def current() -> tuple[Sequence[NodePoll], str]:
+        if replay is not None and state.step is not None:
+            from croft.domain.top.cells import utc_time
+
+            moment = replay.times[state.step]
+            return replay.at(
+                state.step
+            ), f"looking back: poll {state.step + 1} of {steps}, {utc_time(moment)}"
+        return read(None)
+
+    def view(polls: Sequence[NodePoll], notes: str) -> RenderableType:
+        nonlocal state
+        size = console.size
+        lines, first = _lines(
+            polls,
+            notes,
+            clock.now().unix_ms,
+            width=size.width,
+            height=size.height,
+            screen=state,
+            live=replay is None,
+            steps=steps,
+        )
+        state = attrs.evolve(state, offset=first)
+        return _renderable(lines, styled, ascii_only)
+
+    polls, notes = current()
+    with Keys() as keys, Live(view(polls, notes), console=console, screen=True, auto_refresh=False) as live:
+        deadline = clock.now().monotonic_ns + int(interval * 1e9)
         while True:
-            deadline += int(interval * 1e9)
-            if keys.quit_before(deadline):
+            pressed = keys.wait(deadline)
+            page = max(console.size.height - 6, 1)
+            for key in pressed:
+                state = press(state, key, page, steps)
+            if state.quit:
                 return
-            current = _read_or_wait(path, node)
-            live.update(view(current), refresh=True)
+            if clock.now().monotonic_ns >= deadline or (replay is not None and pressed):
+                polls, notes = current()
+                deadline = max(deadline + int(interval * 1e9), clock.now().monotonic_ns)
+            live.update(view(polls, notes), refresh=True)

@@ -1,4 +1,5 @@
-"""The end of a dataset, for croft top: the newest complete poll, without reading the whole file.
+"""The end of a dataset, for croft top: the newest complete poll (and the 14 before it, where croft
+top finds idle processes' latest rows), without reading the whole file.
 
 The collector appends each poll as whole lines in one write, so the rows of the newest poll are the
 last lines of the live file and share one `unix_ms`. `newest_poll` seeks back from the end in growing
@@ -27,7 +28,7 @@ import attrs
 from croft.domain.dataset.codec import decode_row
 from croft.domain.dataset.rotation import Naming, SegmentName
 from croft.domain.dataset.row import Row
-from croft.domain.top import NodePoll
+from croft.domain.top.table import HELD_POLLS, NodePoll
 
 LIVE_NAME = "croft-dataset.jsonl"
 FIRST_BLOCK_BYTES = 64 << 10
@@ -52,13 +53,15 @@ class PollTail:
     was found); `skipped_lines` counts lines read that are not rows; `torn` is True when the file
     ends in a line still being written; `partial` when the poll's start was not in reach (it began
     more than `MAX_BACK_BYTES` back, or before a stream's kept window); `damaged` when a compressed
-    segment stopped decompressing (truncated or corrupt) and the poll is the last one before that."""
+    segment stopped decompressing (truncated or corrupt) and the poll is the last one before that.
+    `earlier` holds the rows of the polls before it that were asked for, in file order."""
 
     rows: tuple[Row, ...]
     skipped_lines: int = 0
     torn: bool = False
     partial: bool = False
     damaged: bool = False
+    earlier: tuple[Row, ...] = ()
 
 
 @attrs.frozen
@@ -156,6 +159,7 @@ def newest_poll(
     first_block: int = FIRST_BLOCK_BYTES,
     max_back: int = MAX_BACK_BYTES,
     origin_is_line_start: bool = True,
+    polls: int = 1,
 ) -> PollTail:
     """The newest complete poll among the first `size` bytes of `f`, reading back from the end.
 
@@ -164,7 +168,8 @@ def newest_poll(
     counted. An unterminated last line that is a whole row (a file written by hand) counts as a
     line; one that is not is torn, and a poll it belongs to is still being written, so skipped.
     `origin_is_line_start` is False when offset 0 of `f` may fall inside a line (a window kept
-    from a stream)."""
+    from a stream). With `polls` > 1, the rows of up to `polls - 1` polls before the newest
+    complete one come in `earlier` (croft top holds idle processes' rows from them)."""
     lines = _BackwardLines(f, size, first_block, max_back, origin_is_line_start)
     lines.find_end()
     torn = lines.torn.strip()
@@ -177,6 +182,9 @@ def newest_poll(
     poll_ms = torn_row.unix_ms if torn_row is not None else None
     skipped = 0
     complete = False
+    earlier: list[Row] = []
+    earlier_ms: int | None = None
+    earlier_polls = 0
     for line in lines:
         row = _decodes(line)
         if row is None:
@@ -186,16 +194,23 @@ def newest_poll(
             continue  # a row of the poll still being written
         if poll_ms is None:
             poll_ms = row.unix_ms
-        elif row.unix_ms != poll_ms:
+        elif complete or row.unix_ms != poll_ms:
             complete = True
-            break
+            if row.unix_ms != earlier_ms:
+                earlier_polls += 1
+                earlier_ms = row.unix_ms
+            if earlier_polls >= polls:
+                break
+            earlier.append(row)
+            continue
         rows.append(row)
     rows.reverse()
+    earlier.reverse()
     partial = bool(rows) and not complete and lines.cut_short
-    return PollTail(tuple(rows), skipped, bool(torn) and torn_row is None, partial)
+    return PollTail(tuple(rows), skipped, bool(torn) and torn_row is None, partial, earlier=tuple(earlier))
 
 
-def tail_zstd(path: Path, window_bytes: int = ZSTD_WINDOW_BYTES) -> PollTail:
+def tail_zstd(path: Path, window_bytes: int = ZSTD_WINDOW_BYTES, polls: int = 1) -> PollTail:
     """The newest poll of a compressed segment: decompressed as a stream, keeping only the last
     `window_bytes` or so, then read back like a plain file. A truncated or corrupt segment gives
     the newest poll of what decompressed before the damage."""
@@ -215,7 +230,7 @@ def tail_zstd(path: Path, window_bytes: int = ZSTD_WINDOW_BYTES) -> PollTail:
         damaged = False
     data = b"".join(window)
     # Where damage cut the stream, the last line is torn, and its poll skipped as one being written.
-    tail = newest_poll(io.BytesIO(data), len(data), origin_is_line_start=not dropped_any)
+    tail = newest_poll(io.BytesIO(data), len(data), origin_is_line_start=not dropped_any, polls=polls)
     return attrs.evolve(tail, damaged=damaged)
 
 
@@ -249,24 +264,25 @@ def _decompressed(path: Path) -> Iterator[bytes | None]:
 
 
 @functools.lru_cache(maxsize=8)
-def _tail_zstd_once(path: Path, mtime_ns: int, size_bytes: int) -> PollTail:
+def _tail_zstd_once(path: Path, mtime_ns: int, size_bytes: int, polls: int) -> PollTail:
     # A closed segment does not change: croft top's refreshes decompress it once.
-    return tail_zstd(path)
+    return tail_zstd(path, polls=polls)
 
 
-def tail_file(path: Path) -> PollTail:
-    """The newest complete poll of one dataset file, plain or `.zst`."""
+def tail_file(path: Path, polls: int = HELD_POLLS) -> PollTail:
+    """The newest complete poll of one dataset file, plain or `.zst`, and up to `polls - 1`
+    polls before it."""
     if path.name.endswith(".zst"):
         stat = path.stat()
-        return _tail_zstd_once(path, stat.st_mtime_ns, stat.st_size)
+        return _tail_zstd_once(path, stat.st_mtime_ns, stat.st_size, polls)
     with path.open("rb") as f:
-        return tail_open(f)
+        return tail_open(f, polls)
 
 
-def tail_open(f: BinaryIO) -> PollTail:
+def tail_open(f: BinaryIO, polls: int = 1) -> PollTail:
     """The newest complete poll of an open plain file, read from its current end."""
     size = f.seek(0, io.SEEK_END)
-    return newest_poll(f, size)
+    return newest_poll(f, size, polls=polls)
 
 
 def is_dataset_dir(directory: Path) -> bool:
@@ -344,7 +360,7 @@ def _snapshot(tails: list[tuple[str, PollTail, str | None]]) -> TopSnapshot:
         if tail.partial:
             notes.append(label + "the newest poll began beyond what was read; showing its newest rows")
         if tail.rows:
-            polls.append(NodePoll(node, tail.rows[-1].unix_ms, tail.rows))
+            polls.append(NodePoll(node, tail.rows[-1].unix_ms, tail.rows, tail.earlier))
         elif len(tails) > 1:
             notes.append(label + "no complete poll yet")
     return TopSnapshot(tuple(polls), sum(t.skipped_lines for _, t, _ in tails), tuple(notes))

@@ -1,0 +1,139 @@
+"""croft top's cells: short strings for ids, names, rates, sizes, times and ages (pure)."""
+
+from __future__ import annotations
+
+from croft.domain.dataset.row import Row
+from croft.domain.utc import readable
+
+SHORT_ID_CHARS = 12
+BUSIEST_SYSCALLS = 3
+WIDE_SYSCALLS = 8  # on a wide terminal, or in a pipe
+ELLIPSIS = "…"
+ITEM_SEP = "  "  # between the busiest syscalls of one cell
+
+
+def truncate(text: str, max_chars: int, *, keep_end: bool = False) -> str:
+    """`text` in at most `max_chars` characters (>= 1): cut with a trailing ellipsis, or a leading
+    one when `keep_end` (the end of a path says the most). Control characters become spaces."""
+    clean = "".join(ch if ch.isprintable() else " " for ch in text)
+    if len(clean) <= max_chars:
+        return clean
+    if keep_end:
+        return ELLIPSIS + clean[len(clean) - max_chars + 1 :]
+    return clean[: max_chars - 1] + ELLIPSIS
+
+
+def container_cell(row: Row, max_chars: int = 16) -> str:
+    """The container's 12-character short id, or `host:<cwd>` for a host process (the cwd names
+    its project; a long one keeps its end)."""
+    container_id = row.process.container_id
+    if container_id is not None:
+        return truncate(container_id[:SHORT_ID_CHARS], max_chars)
+    prefix = "host:"
+    room = max_chars - len(prefix)
+    cwd = truncate(row.process.cwd or "?", room, keep_end=True)
+    if cwd.startswith(ELLIPSIS) and "/" in cwd[2:]:
+        cwd = ELLIPSIS + cwd[cwd.index("/", 2) :]  # cut at a directory, not inside a name
+    return prefix + cwd
+
+
+def cpu_percent(cpu_cores: float) -> str:
+    """CPU cores as a percentage of one core, like top, in at most 6 characters: 0.25 -> "25.0",
+    16 -> "1600"."""
+    percent = cpu_cores * 100
+    if percent < 999.95:
+        return f"{percent:.1f}"
+    return f"{percent:.0f}" if percent < 99_999.5 else human_rate(percent)
+
+
+def human_bytes(count: int) -> str:
+    """Bytes in binary units, at most 5 characters: 0, 812B, 12K, 1.1G, 512M, 3.4T."""
+    if count < 1024:
+        return f"{count}B" if count else "0"
+    value = float(count)
+    for unit in "KMGTPE":
+        value /= 1024
+        if value < 9.95:
+            return f"{value:.1f}{unit}"
+        if value < 1023.5 or unit == "E":
+            return f"{value:.0f}{unit}"
+    raise AssertionError("unreachable: E is the last unit")  # pragma: no cover
+
+
+def human_rate(per_sec: float) -> str:
+    """A rate per second, short: 0.5, 3, 282, 1.2k, 35k, 4.1M."""
+    if per_sec < 9.95:
+        text = f"{per_sec:.1f}"
+        return text.removesuffix(".0")
+    for scale, unit in ((1.0, ""), (1e3, "k"), (1e6, "M"), (1e9, "G")):
+        value = per_sec / scale
+        if value < 9.95 and unit:
+            return f"{value:.1f}{unit}"
+        if value < 999.5:
+            return f"{value:.0f}{unit}"
+    return f"{per_sec / 1e12:.0f}T"
+
+
+def busiest_syscalls(row: Row, count: int = BUSIEST_SYSCALLS) -> str:
+    """The `count` syscalls with the highest rate this poll as "name rate/s", busiest first (ties
+    by name); syscalls with a zero rate are left out. Names are whole (the longest Linux syscall
+    name has 22 characters; only a hostile one past 64 is cut): a cell too narrow for them drops
+    whole items (`fit_items`)."""
+    busy = sorted((s for s in row.syscalls if s.rate_per_sec > 0), key=lambda s: (-s.rate_per_sec, s.name))
+    return ITEM_SEP.join(f"{truncate(s.name, 64)} {human_rate(s.rate_per_sec)}/s" for s in busy[:count])
+
+
+def fit_items(cell: str, max_chars: int) -> str:
+    """A list cell (items joined by two spaces) in at most `max_chars`: as many whole items as fit,
+    then an ellipsis for the rest; a first item too long by itself is cut."""
+    if len(cell) <= max_chars:
+        return cell
+    items = cell.split(ITEM_SEP)
+    kept = items[0]
+    if len(kept) + len(ITEM_SEP) + 1 > max_chars:
+        return truncate(cell, max_chars)
+    for item in items[1:]:
+        longer = kept + ITEM_SEP + item
+        if len(longer) + len(ITEM_SEP) + 1 > max_chars:
+            break
+        kept = longer
+    return kept + ITEM_SEP + ELLIPSIS
+
+
+def utc_time(unix_ms: int) -> str:
+    """`unix_ms` as "YYYY-MM-DD HH:MM:SS UTC"."""
+    return readable(unix_ms)
+
+
+def age(ms: int) -> str:
+    """A duration in milliseconds, read as an age: "0.4 s", "12 s", "5 min", "3 h", "2 d"; a
+    negative one (a clock behind the poll's) reads "in the future"."""
+    if ms < 0:
+        return "in the future"
+    secs = ms / 1000
+    if secs < 9.95:
+        return f"{secs:.1f} s ago"
+    if secs < 120:
+        return f"{secs:.0f} s ago"
+    if secs < 7200:
+        return f"{secs / 60:.0f} min ago"
+    if secs < 172_800:
+        return f"{secs / 3600:.0f} h ago"
+    return f"{secs / 86_400:.0f} d ago"
+
+
+def short_age(ms: int) -> str:
+    """An age in at most 4 characters, for the AGE column: "0s", "28s", "3m", "2h", "5d"."""
+    secs = max(ms, 0) // 1000
+    if secs < 100:
+        return f"{secs}s"
+    if secs < 6000:
+        return f"{secs // 60}m"
+    if secs < 360_000:
+        return f"{secs // 3600}h"
+    return f"{min(secs // 86_400, 999)}d"
+
+
+def cgroup_cell(row: Row, max_chars: int) -> str:
+    """The process's cgroup path in at most `max_chars`, its end kept (the end names the unit)."""
+    return truncate(row.process.cgroup or "/", max(max_chars, 1), keep_end=True)

@@ -1,0 +1,279 @@
+"""croft top's screen as pure functions: idle processes held from earlier polls, sort and filter,
+the columns a width holds, keys, --at replay and the times users type."""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from croft.domain.dataset.row import SyscallRate
+from croft.domain.times import BadTime, duration_ms, parse_time
+from croft.domain.top.keys import Screen, decode_keys, hint_line, press
+from croft.domain.top.layout import layout, lines
+from croft.domain.top.replay import Replay
+from croft.domain.top.table import HELD_POLLS, NodePoll, View, build_table, stopped_note, to_json
+from tests.helpers.rows import T0_MS, make_row
+
+MANY_CALLS = tuple(
+    SyscallRate(name, rate)
+    for name, rate in (
+        ("clock_nanosleep", 9000.0),
+        ("io_uring_enter", 800.0),
+        ("futex", 282.0),
+        ("sched_getaffinity", 20.0),
+        ("read", 3.0),
+    )
+)
+
+
+def golden_like() -> NodePoll:
+    """Four processes of one workload; the idle one (pid 4) was last written 8 polls ago."""
+    earlier = [
+        make_row(pid, T0_MS - 2000 * k, cpu_cores=0.1 * pid) for k in range(14, 0, -1) for pid in (1, 2, 3)
+    ]
+    earlier.insert(6 * 3, make_row(4, T0_MS - 16_000, comm="idle-worker", cpu_cores=0.7, rss_bytes=5 << 20))
+    newest = tuple(make_row(pid, T0_MS, cpu_cores=0.1 * pid, syscalls=MANY_CALLS) for pid in (1, 2, 3))
+    return NodePoll("gpu-a", T0_MS, newest, tuple(earlier))
+
+
+def test_an_idle_process_is_held_at_zero_with_the_age_of_its_row() -> None:
+    table = build_table([golden_like()], T0_MS + 1000)
+    assert table.total_rows == 4
+    assert "4 processes (1 idle)" in table.header
+    idle = table.rows[-1]
+    cells = dict(zip([c.key for c in table.columns], idle.cells, strict=True))
+    assert idle.idle and cells["pid"] == "4" and cells["comm"] == "idle-worker"
+    assert (cells["cpu"], cells["net"], cells["io"], cells["syscalls"]) == ("0.0", "0", "0", "")
+    assert (cells["rss"], cells["age"]) == ("5.0M", "16s")
+
+
+def test_a_process_only_older_than_the_held_polls_is_gone() -> None:
+    poll = golden_like()
+    newest_only = attrs.evolve(poll, earlier=())
+    assert build_table([newest_only], T0_MS).total_rows == 3
+    assert HELD_POLLS == 15
+
+
+def test_sort_keys_order_the_rows() -> None:
+    rows = (
+        make_row(30, T0_MS, cpu_cores=0.1, rss_bytes=9 << 30, syscalls=(SyscallRate("read", 5.0),)),
+        make_row(10, T0_MS, cpu_cores=0.9, rss_bytes=1 << 20, syscalls=(SyscallRate("read", 1.0),)),
+        make_row(20, T0_MS, cpu_cores=0.5, rss_bytes=2 << 20, syscalls=(SyscallRate("read", 900.0),)),
+    )
+    poll = [NodePoll("n", T0_MS, rows)]
+
+    def pids(sort: str) -> list[str]:
+        return [r.cells[1] for r in build_table(poll, T0_MS, view=View(sort=sort)).rows]
+
+    assert pids("cpu") == ["10", "20", "30"]
+    assert pids("memory") == ["30", "20", "10"]
+    assert pids("syscalls") == ["20", "30", "10"]
+    assert pids("pid") == ["10", "20", "30"]
+
+
+def test_the_filter_matches_container_cgroup_framework_workload_or_command() -> None:
+    rows = (
+        make_row(1, T0_MS, comm="trainer", framework="jax", workload="gpu-held"),
+        make_row(2, T0_MS, comm="etl", container_id=None, cwd="/srv/etl", framework=None),
+        make_row(3, T0_MS, comm="web", container_id="ab" * 32, framework="vllm"),
+    )
+    poll = [NodePoll("n", T0_MS, rows)]
+
+    def pids(text: str) -> list[str]:
+        return sorted(r.cells[1] for r in build_table(poll, T0_MS, view=View(filter=text)).rows)
+
+    assert pids("JAX") == ["1"] and pids("gpu-held") == ["1"]
+    assert pids("user.slice") == ["2"] and pids("/srv/etl") == ["2"]
+    assert pids("abab") == ["3"] and pids("33813f5d") == ["1"]
+    assert pids("") == ["1", "2", "3"] and pids("nothing") == []
+    table = build_table(poll, T0_MS, view=View(filter="vllm"))
+    assert (table.matching, table.total_rows) == (1, 3)
+
+
+def test_scrolling_is_clamped_to_the_last_full_page() -> None:
+    rows = tuple(make_row(pid, T0_MS, cpu_cores=1 - pid / 100) for pid in range(1, 11))
+    poll = [NodePoll("n", T0_MS, rows)]
+    page = build_table(poll, T0_MS, 4, offset=3)
+    assert [r.cells[1] for r in page.rows] == ["4", "5", "6", "7"] and page.first == 3
+    last = build_table(poll, T0_MS, 4, offset=1 << 30)
+    assert [r.cells[1] for r in last.rows] == ["7", "8", "9", "10"] and last.first == 6
+
+
+def at_width(width: int | None) -> tuple[str, list[str]]:
+    table = build_table([golden_like()], T0_MS + 1000)
+    return lines(table, layout(table, width))
+
+
+@pytest.mark.parametrize("width", [40, 60, 80, 100, 160])
+def test_a_narrow_screen_drops_columns_but_keeps_pid_and_cpu(width: int) -> None:
+    titles, rows = at_width(width)
+    assert "PID" in titles.split() and "CPU%" in titles.split()
+    for line in [titles, *rows]:
+        assert len(line) <= width
+    pid_end = titles.index("PID") + 3
+    assert [row[:pid_end].split()[-1] for row in rows] == ["3", "2", "1", "4"]
+
+
+def test_columns_are_dropped_in_priority_order_and_wide_screens_show_everything() -> None:
+    assert at_width(60)[0].split() == ["CONTAINER", "PID", "COMM", "CPU%", "RSS"]
+    assert at_width(80)[0].split() == [
+        *("CONTAINER", "PID", "COMM", "WORKLOAD", "CPU%", "RSS", "AGE", "BUSIEST", "SYSCALLS")
+    ]
+    assert at_width(100)[0].split() == [
+        *(
+            "CONTAINER",
+            "PID",
+            "COMM",
+            "WORKLOAD",
+            "CPU%",
+            "RSS",
+            "NET/s",
+            "AGE",
+            "CGROUP",
+            "BUSIEST",
+            "SYSCALLS",
+        )
+    ]
+    wide_titles, wide_rows = at_width(300)
+    assert wide_titles.split() == [
+        *("CONTAINER", "PID", "COMM", "FRAMEWORK", "WORKLOAD", "CPU%", "RSS", "NET/s", "I/O/s", "AGE"),
+        *("CGROUP", "BUSIEST", "SYSCALLS"),
+    ]
+    # every syscall, whole, and the whole cgroup path
+    assert wide_rows[0].endswith(
+        "clock_nanosleep 9.0k/s  io_uring_enter 800/s  futex 282/s  sched_getaffinity 20/s  read 3/s"
+    )
+    assert (
+        "/system.slice/docker-33813f5d0a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5.scope"
+        in wide_rows[0]
+    )
+    assert at_width(None) == (wide_titles, wide_rows)
+
+
+def test_syscall_names_are_never_cut_only_whole_ones_left_out() -> None:
+    for width in range(70, 250, 7):
+        _, rows = at_width(width)
+        for row in rows:
+            for name in ("clock_nanos", "io_uring_", "sched_getaff"):
+                if name in row:
+                    full = {
+                        "clock_nanos": "clock_nanosleep ",
+                        "io_uring_": "io_uring_enter ",
+                        "sched_getaff": "sched_getaffinity ",
+                    }
+                    assert full[name] in row, (width, row)
+
+
+@given(st.integers(min_value=1, max_value=300))
+def test_no_line_is_ever_wider_than_the_screen(width: int) -> None:
+    titles, rows = at_width(width)
+    assert all(len(line) <= width for line in [titles, *rows])
+
+
+def test_the_stopped_note_after_five_missed_polls() -> None:
+    poll = [golden_like()]
+    assert stopped_note(poll, T0_MS + 9_999) is None
+    assert (
+        stopped_note(poll, T0_MS + 28_000)
+        == "no new poll for 28 s: the collector has stopped, or writes elsewhere"
+    )
+    assert build_table(poll, T0_MS + 60_000, live=False).notes == ()
+
+
+def test_terminal_bytes_decode_to_keys() -> None:
+    assert decode_keys(b"q") == ["q"]
+    assert decode_keys(b"\x1b[A\x1b[B\x1b[5~\x1b[6~\x1bOH\x1b[4~") == [
+        "up",
+        "down",
+        "pageup",
+        "pagedown",
+        "home",
+        "end",
+    ]
+    assert decode_keys(b"/etl\r") == ["/", "e", "t", "l", "enter"]
+    assert decode_keys(b"\x1b") == ["escape"]
+    assert decode_keys(b"\x1b[1;5Cx\x7f") == ["x", "backspace"]  # Ctrl-Right is unknown: dropped
+
+
+def test_keys_sort_filter_scroll_step_and_quit() -> None:
+    screen = Screen()
+    for key in "m":
+        screen = press(screen, key, 10)
+    assert screen.view.sort == "memory"
+    for key in ["/", "e", "t", "x", "backspace", "l", "enter"]:
+        screen = press(screen, key, 10)
+    assert screen.view.filter == "etl" and screen.typing is None
+    assert "filter 'etl' (Esc clears)" in hint_line(screen, stepping=False)
+    assert press(press(screen, "/", 10), "escape", 10).view.filter == "etl"  # Esc while typing: cancel
+    assert press(screen, "escape", 10).view.filter == ""
+    screen = press(press(screen, "pagedown", 10), "down", 10)
+    assert screen.offset == 11 and press(screen, "home", 10).offset == 0
+    assert press(Screen(), "up", 10).offset == 0
+    stepping = Screen(step=2)
+    assert press(stepping, "left", 10, steps=5).step == 1 and press(stepping, "]", 10, steps=3).step == 2
+    assert press(Screen(), "left", 10).step is None
+    assert press(Screen(), "q", 10).quit and not press(Screen(typing=""), "q", 10).quit
+    assert (
+        hint_line(Screen(), stepping=True)
+        == "q quit · c/m/s/p sort (CPU) · / filter · ↑↓ PgUp PgDn scroll · ←→ poll"
+    )
+
+
+def test_replay_gives_each_node_its_poll_at_a_time_with_the_held_ones_before() -> None:
+    rows = [("a", make_row(1, T0_MS + 2000 * k)) for k in range(20)]
+    rows += [("a", make_row(9, T0_MS + 2000 * 3, comm="once"))]
+    rows += [("b", make_row(5, T0_MS + 1000 + 2000 * k)) for k in range(3)]
+    replay = Replay.of(rows)
+    assert len(replay.times) == 23 and replay.times[0] == T0_MS
+    assert replay.index_at(T0_MS - 1) == 0 and replay.times[replay.index_at(T0_MS + 7000)] == T0_MS + 6000
+    polls = replay.at(replay.index_at(T0_MS + 7000))
+    assert [(p.node, p.unix_ms) for p in polls] == [("a", T0_MS + 6000), ("b", T0_MS + 5000)]
+    assert {r.tgid for r in polls[0].rows} == {1, 9} and {r.tgid for r in polls[0].earlier} == {1}
+    late = replay.at(len(replay.times) - 1)[0]
+    assert len({r.unix_ms for r in late.earlier}) == HELD_POLLS - 1
+    assert 9 not in {r.tgid for r in late.earlier}
+
+
+def test_top_json_lists_every_held_process() -> None:
+    out = to_json([golden_like()])
+    assert out["polls"] == [{"node": "gpu-a", "unix_ms": T0_MS}]
+    processes = out["processes"]
+    assert isinstance(processes, list)
+    assert [p["pid"] for p in processes] == [3, 2, 1, 4]
+    assert processes[-1]["idle"] is True and processes[-1]["cpu_cores"] == 0.0
+    assert processes[0]["syscalls"][0] == {"name": "clock_nanosleep", "rate_per_sec": 9000.0}
+
+
+NOW = 1_792_505_950_473  # 2026-10-20T14:19:10.473Z
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("2026-10-20T14:19:10.473Z", NOW),
+        ("2026-10-20T16:19:10.473+02:00", NOW),
+        ("2026-10-20 14:19:10.473", NOW),
+        ("2026-10-20", NOW - (14 * 3600 + 19 * 60 + 10) * 1000 - 473),
+        ("10m", NOW - 600_000),
+        ("10m ago", NOW - 600_000),
+        ("1h30m ago", NOW - 5_400_000),
+        ("90s", NOW - 90_000),
+        ("now", NOW),
+        ("1792505000000", 1_792_505_000_000),
+    ],
+)
+def test_times_as_users_type_them(text: str, expected: int) -> None:
+    assert parse_time(text, NOW) == expected
+
+
+@pytest.mark.parametrize("text", ["yesterday", "10 parsecs", "", "2026-13-01T00:00:00Z", "-5m"])
+def test_a_bad_time_names_the_forms_accepted(text: str) -> None:
+    with pytest.raises(BadTime, match=r"is not a time; give one as e\.g\. 2026-10-20T14:20:00Z, 10m"):
+        parse_time(text, NOW)
+
+
+@given(st.integers(0, 10**6), st.sampled_from(["s", "m", "h", "d"]))
+def test_a_duration_is_its_number_times_its_unit(n: int, unit: str) -> None:
+    assert duration_ms(f"{n}{unit}") == n * {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}[unit]
