@@ -1,1 +1,2 @@
-"""The collector's HTTP server and its /metrics export."""
+"""The collector's HTTP server, its /metrics export (prometheus_client) and its small pages (/healthz,
+/)."""

@@ -1,2 +1,3 @@
-"""The dataset: the row and its codec, fast views, rotation and retention, skips, the stats summary, the
-container profile, the /dataset HTTP rules and collect's transfer plans."""
+"""The dataset (docs/dataset.md): the row and its codec, fast read views, rotation and retention, skip
+counts, the stats summary, the container profile, the /dataset HTTP rules, croft collect's transfer
+plans and croft export's partitions."""

@@ -1,1 +1,2 @@
-"""/metrics: the series names, the series of a poll, and the text exposition."""
+"""/metrics and /healthz as pure functions: the series names and help, the series of a poll, the text
+exposition, and whether the collector is healthy."""
