@@ -16,6 +16,7 @@ from tests.helpers import strategies as s
 SPEC_EXAMPLE = """{
   "unix_ms": 1792505950473,
   "tgid": 234758,
+  "node": "gpu-a",
   "process": {
     "comm": "python",
     "exe": "/usr/local/bin/python3.12",
@@ -72,6 +73,15 @@ def test_empty_optional_fields_are_left_out_and_keys_keep_their_order() -> None:
     assert list(out) == ["unix_ms", "tgid", "process", "workload", "usage", "cgroup_usage", "syscalls"]
     assert "framework" not in out["process"]
     assert out["process"]["container_id"] is None
+
+
+def test_node_follows_tgid_and_is_left_out_when_unknown() -> None:
+    keys = list(orjson.loads(codec.encode_row(_host_row(node="gpu-a"))))
+    assert keys[:4] == ["unix_ms", "tgid", "node", "process"]
+    assert "node" not in orjson.loads(codec.encode_row(_host_row()))
+    assert codec.decode_row(codec.encode_row(_host_row(node="gpu-a"))).node == "gpu-a"
+    with pytest.raises(codec.NotARow):
+        codec.row_from_dict(orjson.loads(codec.encode_row(_host_row())) | {"node": 7})
 
 
 def test_label_goes_last_and_gpu_fields_follow_workload() -> None:
