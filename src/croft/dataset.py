@@ -2,10 +2,11 @@
 
 A path is what `croft stats` takes: a `.jsonl` or `.jsonl.zst` file, a dataset directory
 (segments in time order, then the live file), or a directory of per-node dataset directories.
-Rows are `croft.domain.dataset.row.Row` values, checked strictly by croft's codec; rows come node by node
-(nodes in name order), each node's in time order. Lines that are not rows, a torn last line and
-damaged zstd segments are skipped; what was skipped is reported once the iteration ends, to
-`on_skip` (one sentence each), or else as warnings on the `croft.dataset` logger.
+Rows are `croft.domain.dataset.row.Row` values, checked strictly by croft's codec, exactly as
+`croft stats` counts them (`croft.domain.dataset.lines`); rows come node by node (nodes in name
+order), each node's in time order. Lines that are not rows, a torn last line, files that cannot be
+read and damaged zstd segments are skipped; what was skipped is reported once the iteration ends,
+to `on_skip` (one sentence each), or else as warnings on the `croft.dataset` logger.
 
 Example:
 
@@ -18,27 +19,26 @@ Example:
 
 A `container_id` keeps the rows of every container whose id starts with it (give the full id,
 or enough digits, for one container); only lines that contain it are parsed, so filtering by
-container is fast even on large datasets.
+container is fast even on large datasets (and only those lines are counted when skipped, as by
+`croft profile`).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import msgspec
-
-from croft.adapters.dataset.files import DatasetFile, Lines, Part, Torn, find_files, read_part
-from croft.domain.dataset.codec import NotARow, row_from_dict
+from croft.adapters.dataset.files import DatasetFile, Lines, Part, find_files, lines_of
+from croft.domain.dataset.lines import last_line, lines_with, verdict
 from croft.domain.dataset.row import Row
-from croft.domain.dataset.skips import NOT_A_ROW, NOT_JSON, TORN, SkipTally
+from croft.domain.dataset.skips import SkipTally
 
 __all__ = ["DatasetFile", "Row", "file_rows", "files", "node_rows", "rows"]
 
 _log = logging.getLogger("croft.dataset")
-_json = msgspec.json.Decoder()
 
 
 def files(path: str | os.PathLike[str], host: str | None = None) -> tuple[DatasetFile, ...]:
@@ -76,16 +76,9 @@ def node_rows(
     skips = SkipTally()
     needle = container_id.encode() if container_id else None
     for dataset_file in find_files(Path(path), host):
-        name = str(dataset_file.path)
-        for item in read_part(Part(dataset_file)):
-            if isinstance(item, Lines):
-                for row in _rows_of(item, needle, skips, name):
-                    if _within(row, container_id, from_ms, to_ms):
-                        yield dataset_file.node, row
-            elif isinstance(item, Torn):
-                skips.line(name, TORN)
-            else:
-                skips.damaged(name, item.reason)
+        for row in _rows_of(dataset_file, skips, needle):
+            if _within(row, container_id, from_ms, to_ms):
+                yield dataset_file.node, row
     for sentence in skips.report():
         (on_skip or _log.warning)(sentence)
 
@@ -93,14 +86,28 @@ def node_rows(
 def file_rows(dataset_file: DatasetFile, skips: SkipTally) -> Iterator[Row]:
     """The rows of one file of a dataset (one of `files()`), alone: a live file here is only
     itself. What is skipped is counted into `skips` as the other readers count it."""
-    name = str(dataset_file.path)
-    for item in read_part(Part(dataset_file)):
+    return _rows_of(dataset_file, skips, None)
+
+
+def _rows_of(dataset_file: DatasetFile, skips: SkipTally, needle: bytes | None) -> Iterator[Row]:
+    """The rows of one file, or only of its lines that contain `needle` (only those are judged);
+    what is skipped is counted into `skips`."""
+    skipped = Counter[str]()
+    for item in lines_of(Part(dataset_file), skips):
+        judged: Iterator[Row | str | None]
         if isinstance(item, Lines):
-            yield from _rows_of(item, None, skips, name)
-        elif isinstance(item, Torn):
-            skips.line(name, TORN)
+            judged = map(verdict, _lines(item, needle))
+        elif needle is None or needle in item.line:
+            judged = iter([last_line(verdict(item.line))])
         else:
-            skips.damaged(name, item.reason)
+            continue
+        for found in judged:
+            if isinstance(found, str):
+                skipped[found] += 1
+            elif found is not None:
+                yield found
+    for kind, count in skipped.items():
+        skips.line(str(dataset_file.path), kind, count)
 
 
 def _within(row: Row, container_id: str | None, from_ms: int | None, to_ms: int | None) -> bool:
@@ -109,27 +116,8 @@ def _within(row: Row, container_id: str | None, from_ms: int | None, to_ms: int 
     return (from_ms is None or row.unix_ms >= from_ms) and (to_ms is None or row.unix_ms <= to_ms)
 
 
-def _rows_of(lines: Lines, needle: bytes | None, skips: SkipTally, name: str) -> Iterator[Row]:
-    for line in _candidate_lines(lines, needle):
-        if not line.strip():
-            continue
-        try:
-            yield row_from_dict(_json.decode(line))
-        except NotARow:
-            skips.line(name, NOT_A_ROW)
-        except msgspec.DecodeError:
-            skips.line(name, NOT_JSON)
-
-
-def _candidate_lines(lines: Lines, needle: bytes | None) -> Iterator[bytes]:
+def _lines(lines: Lines, needle: bytes | None) -> Iterator[bytes]:
     """Every line of `lines`, or only those containing `needle`."""
-    data, first, stop = lines.data, lines.start, lines.stop
     if needle is None:
-        yield from data[first:stop].split(b"\n")
-        return
-    hit = data.find(needle, first, stop)
-    while hit >= 0:
-        start = max(data.rfind(b"\n", first, hit) + 1, first)
-        end = data.find(b"\n", hit, stop)
-        yield data[start:end]
-        hit = data.find(needle, end, stop)
+        return iter(lines.data[lines.start : lines.stop - 1].split(b"\n"))
+    return lines_with(lines.data, lines.start, lines.stop, needle)

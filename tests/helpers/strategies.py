@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
+from croft.domain.dataset.codec import UNIX_MS_MAX
 from croft.domain.dataset.row import WORKLOADS, CgroupUsage, Process, Row, SyscallRate, Usage
 
 rates = st.floats(min_value=0, max_value=1e12, allow_nan=False, allow_infinity=False)
@@ -52,7 +53,7 @@ syscall_rates = st.builds(SyscallRate, name=st.text(min_size=1, max_size=24), ra
 def rows(draw: st.DrawFn) -> Row:
     gpu = draw(st.booleans())
     return Row(
-        unix_ms=draw(st.integers(min_value=0, max_value=2**53)),
+        unix_ms=draw(st.integers(min_value=0, max_value=UNIX_MS_MAX)),
         tgid=draw(st.integers(min_value=1, max_value=2**22)),
         process=draw(processes),
         workload=draw(st.sampled_from(WORKLOADS)) if gpu else "no-gpu",

@@ -17,7 +17,7 @@ from croft.domain.dataset.profile import (
     profile_of,
 )
 from croft.domain.dataset.row import Row
-from croft.domain.dataset.views import PROFILE_DECODER
+from croft.domain.dataset.views import ROW_DECODER
 from tests.helpers.rows import seq_row
 from tests.helpers.spec_keys import PROFILE_KEYS
 
@@ -64,7 +64,7 @@ def row(container: int, unix_ms: int, tgid: int = 1, **cgroup: float) -> Row:
 
 def feed(acc: ProfileAccumulator, node: str, *rows: Row) -> ProfileAccumulator:
     for r in rows:
-        acc.add(node, PROFILE_DECODER.decode(codec.encode_row(r)))
+        acc.add(node, ROW_DECODER.decode(codec.encode_row(r)))
     return acc
 
 

@@ -78,7 +78,7 @@ def test_the_dataset_comes_from_DATASET_PATH_too(dataset: Path) -> None:
     [
         (
             None,
-            r"croft: \S+ does not exist; start `croft run`, or point --dataset \(DATASET_PATH\) at a dataset",
+            r"croft: \S+ does not exist; give a dataset file or directory, or set DATASET_PATH",
         ),
         (b"", r"croft: \S+ is empty: no poll has been written yet; start `croft run`, or point"),
         (

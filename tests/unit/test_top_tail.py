@@ -24,6 +24,7 @@ from croft.adapters.dataset.tail import (
 )
 from croft.domain.dataset.codec import encode_row
 from croft.domain.dataset.row import Row
+from croft.errors import UserError
 from tests.helpers.rows import T0_MS, encode, make_row, poll
 
 
@@ -94,10 +95,10 @@ def test_lines_that_are_not_rows_are_skipped_and_counted(tmp_path: Path) -> None
         + b'{"unix_ms": 1}\n'
         + encode(poll(T0_MS + 2000, 2, first_tgid=5))
     )
-    data += b"\n"  # a blank line is not a row either
+    data += b"\n"  # a blank line holds nothing: not counted, as by every reader
     tail = tail_file(write(tmp_path / LIVE_NAME, data))
     assert tgids(tail) == [5, 6]
-    assert tail.skipped_lines == 3  # the blank line, then the two read on the way to poll T0's last row
+    assert tail.skipped_lines == 2  # the two read on the way to poll T0's last row
     tail = tail_file(write(tmp_path / "b.jsonl", encode(poll(T0_MS, 2)) + b"not json\n{}\n"))
     assert (tgids(tail), tail.skipped_lines) == ([1000, 1001], 2)
 
@@ -231,16 +232,18 @@ def test_per_node_directories_give_each_node_its_newest_poll(tmp_path: Path) -> 
 
 
 @pytest.mark.parametrize(
-    ("make", "message"),
+    ("make", "error", "message"),
     [
-        (lambda p: p / "missing.jsonl", "does not exist"),
-        (lambda p: write(p / LIVE_NAME, b""), "is empty: no poll has been written yet"),
-        (lambda p: p, "holds no croft-dataset.jsonl, no closed segments and no per-node directories"),
+        (lambda p: p / "missing.jsonl", UserError, "does not exist"),
+        (lambda p: write(p / LIVE_NAME, b""), NoDataset, "is empty: no poll has been written yet"),
+        (lambda p: p, UserError, "holds no dataset files"),
     ],
 )
-def test_no_dataset_is_an_error_naming_the_path(tmp_path: Path, make: object, message: str) -> None:
+def test_no_dataset_is_an_error_naming_the_path(
+    tmp_path: Path, make: object, error: type[Exception], message: str
+) -> None:
     path = make(tmp_path)  # type: ignore[operator]
-    with pytest.raises(NoDataset, match=message):
+    with pytest.raises(error, match=message):
         read_newest(path, "here")
 
 

@@ -15,8 +15,11 @@ The node of a file is its per-node directory's name, or `host` for a single loca
 
 from __future__ import annotations
 
+import errno
+import os
 import re
 import socket
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -24,7 +27,9 @@ from typing import BinaryIO
 import attrs
 
 from croft.adapters.dataset.zstd_frames import ends_on_a_frame
+from croft.domain.dataset.lines import JSON_WHITESPACE, MAX_LINE_BYTES
 from croft.domain.dataset.rotation import Naming
+from croft.domain.dataset.skips import TOO_LONG, SkipTally
 from croft.errors import UserError
 
 PLAIN_READ_BYTES = 256 << 10  # bytes per read of a plain file (cache-sized)
@@ -43,6 +48,8 @@ class DatasetFile:
     node: str
     compressed: bool
     size_bytes: int
+    problem: str | None = None  # why it cannot be read at all (a FIFO, a node directory not listable)
+    segment: bool = False  # a closed segment, not a live file
 
 
 @attrs.frozen
@@ -57,65 +64,151 @@ class Part:
 
 @attrs.frozen
 class Torn:
-    """The part ended with bytes after its last newline: a line still being written (or cut)."""
+    """The part ended with bytes after its last newline: `line`, a line still being written (or
+    cut), or a last line written without its newline; never blank, never too long."""
+
+    line: bytes
+
+
+@attrs.frozen
+class TooLong:
+    """A line longer than the longest a row may be (`lines.MAX_LINE_BYTES`), read past and dropped."""
 
 
 @attrs.frozen
 class Damaged:
-    """The rest of the file could not be read, for `reason`."""
+    """The rest of the file could not be read, for `reason`; `whole` when none of it could."""
 
     reason: str
+    whole: bool = False
 
 
 def find_files(path: Path, host: str | None = None) -> tuple[DatasetFile, ...]:
     """The files of the dataset at `path`, node by node (nodes in name order), each node's in time
-    order. Raises `UserError` when `path` does not exist or holds no dataset files."""
+    order. A file or node directory that cannot be read is listed with its `problem`. Raises
+    `UserError` when `path` is not there, is not a file or directory, cannot be listed, or holds no
+    dataset files."""
     host = host or socket.gethostname()
-    if path.is_dir():
+    kind = _kind_of(path)
+    if kind == "directory":
         own = _files_in(path, host)
+        if isinstance(own, str):
+            raise UserError(f"{shown(path)}: {own}; give a dataset file or directory that you can read")
         if own:
             return own
-        nodes = sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith("."))
-        found = tuple(f for node in nodes for f in _files_in(node, node.name))
+        found = tuple(f for node in _node_dirs(path) for f in _node_files(node))
         if found:
             return found
         raise UserError(
-            f"{path} holds no dataset files (*.jsonl or *.jsonl.zst, or per-node directories of them); "
-            "give a dataset file or directory"
+            f"{shown(path)} holds no dataset files (*.jsonl or *.jsonl.zst, or per-node directories of "
+            "them); give a dataset file or directory"
         )
-    if path.name.endswith(".jsonl") and path.parent.is_dir():
+    if path.name.endswith(".jsonl") and kind in ("missing", "file") and _kind_of(path.parent) == "directory":
         heads = _files_in(path.parent, host, stem=path.name.removesuffix(".jsonl"))
-        if any(f.path.name != path.name for f in heads):
+        if not isinstance(heads, str) and any(f.path.name != path.name for f in heads):
             return heads
-    if path.is_file():
+    if kind == "file":
         return (_file(path, host),)
-    raise UserError(f"{path} does not exist; give a dataset file or directory, or set DATASET_PATH")
+    if kind == "missing":
+        raise UserError(
+            f"{shown(path)} does not exist; give a dataset file or directory, or set DATASET_PATH"
+        )
+    raise UserError(f"{shown(path)} {kind}; give a dataset file or directory")
+
+
+def shown(path: Path | str) -> str:
+    """`path` as text that prints anywhere: bytes that are not UTF-8 as backslash escapes."""
+    return str(path).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def _kind_of(path: Path) -> str:
+    """ "file", "directory", "missing", or what else `path` is, as the end of a sentence."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return "is a dangling symlink" if path.is_symlink() else "missing"
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "is a symlink loop"
+        if exc.errno == errno.ENOTDIR:
+            return "missing"
+        return f"cannot be reached ({exc.strerror or exc})"
+    if stat.S_ISDIR(mode):
+        return "directory"
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISFIFO(mode):
+        return "is a FIFO (named pipe), not a dataset file"
+    if stat.S_ISSOCK(mode):
+        return "is a socket, not a dataset file"
+    return "is a device, not a dataset file"
+
+
+def _node_dirs(path: Path) -> list[Path]:
+    """The per-node directories in `path` (hidden ones are not nodes), in name order."""
+    try:
+        entries = sorted(os.scandir(path), key=lambda e: e.name)
+    except OSError as exc:
+        why = exc.strerror or exc
+        raise UserError(f"cannot list {shown(path)} ({why}); give a dataset you can read") from None
+    return [
+        Path(e.path) for e in entries if not e.name.startswith(".") and _kind_of(Path(e.path)) == "directory"
+    ]
+
+
+def _node_files(directory: Path) -> tuple[DatasetFile, ...]:
+    node = shown(directory.name)  # a name that is not UTF-8 is still a node, with its bytes escaped
+    files = _files_in(directory, node)
+    if isinstance(files, str):
+        return (DatasetFile(directory, node, False, 0, problem=files),)
+    return files
 
 
 def _file(path: Path, node: str) -> DatasetFile:
-    return DatasetFile(path, node, path.name.endswith(".zst"), path.stat().st_size)
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        return DatasetFile(path, node, path.name.endswith(".zst"), 0, problem=_cannot_read(exc))
+    return DatasetFile(path, node, path.name.endswith(".zst"), size)
 
 
-def _files_in(directory: Path, node: str, stem: str | None = None) -> tuple[DatasetFile, ...]:
+def _cannot_read(exc: OSError) -> str:
+    return f"cannot read it ({exc.strerror or exc})"
+
+
+def _files_in(directory: Path, node: str, stem: str | None = None) -> tuple[DatasetFile, ...] | str:
     """The dataset files directly in `directory` (only those of `stem` when given), sorted so
-    that each stem's segments come in time order followed by its live file. When a segment is
-    there both plain and compressed (a compression was just renamed into place), the plain one,
-    the original, is read."""
-    keyed: dict[tuple[str, int, str], Path] = {}
-    for entry in directory.iterdir():
+    that each stem's segments come in time order followed by its live file; or why the
+    directory cannot be listed. When a segment is there both plain and compressed (a compression
+    was just renamed into place), the plain one, the original, is read. An entry with a dataset
+    file's name that is not a regular file is listed with its problem."""
+    try:
+        entries = list(os.scandir(directory))
+    except OSError as exc:
+        return f"cannot list its files ({exc.strerror or exc})"
+    keyed: dict[tuple[str, int, str], DatasetFile] = {}
+    for entry in entries:
         name = entry.name
-        if name.startswith(".") or not name.endswith(_DATA) or not entry.is_file():
+        if name.startswith(".") or not name.endswith(_DATA):
+            continue
+        kind = _kind_of(Path(entry.path))
+        if kind == "missing":  # gone since the listing (retention, a rename into place)
             continue
         match = _SEGMENT.fullmatch(name)
         segment = match is not None and Naming(match["stem"]).parse(name) is not None
         own_stem = match["stem"] if match is not None and segment else name.split(".jsonl")[0]
         if stem is not None and own_stem != stem:
             continue
-        base = name.removesuffix(".zst")
-        key = (own_stem, 0 if segment else 1, base)
-        if key not in keyed or not name.endswith(".zst"):
-            keyed[key] = entry
-    return tuple(_file(keyed[key], node) for key in sorted(keyed))
+        key = (own_stem, 0 if segment else 1, name.removesuffix(".zst"))
+        if key in keyed and name.endswith(".zst"):
+            continue
+        path = Path(entry.path)
+        if kind == "file":
+            keyed[key] = attrs.evolve(_file(path, node), segment=segment)
+        else:
+            problem = "it is a directory, not a dataset file" if kind == "directory" else f"it {kind}"
+            keyed[key] = DatasetFile(path, node, name.endswith(".zst"), 0, problem=problem)
+    return tuple(keyed[key] for key in sorted(keyed))
 
 
 def split(files: tuple[DatasetFile, ...], part_bytes: int) -> tuple[Part, ...]:
@@ -159,44 +252,77 @@ class Lines:
 
 
 def read_part(
-    part: Part, plain_bytes: int = PLAIN_READ_BYTES, zstd_bytes: int = ZSTD_BLOCK_BYTES
-) -> Iterator[Lines | Torn | Damaged]:
-    """The lines of `part`, in order, as `Lines` of about a block each, then `Torn` if bytes
+    part: Part,
+    plain_bytes: int = PLAIN_READ_BYTES,
+    zstd_bytes: int = ZSTD_BLOCK_BYTES,
+    max_line_bytes: int = MAX_LINE_BYTES,
+) -> Iterator[Lines | TooLong | Torn | Damaged]:
+    """The lines of `part`, in order, as `Lines` of about a block each (a line longer than
+    `max_line_bytes` as `TooLong` in its place), then `Torn` if bytes other than whitespace
     followed the last newline, then `Damaged` if the file could not be read to its end. A block is
     `plain_bytes` of a plain file or what one read of a zstd file decompresses to (at most
-    `zstd_bytes`); memory stays
-    within a few blocks whatever the file's size."""
+    `zstd_bytes`); either is at most `max_line_bytes`. Time is linear in the part's size and
+    memory stays within a few blocks and one line, whatever the file holds."""
+    if part.file.problem is not None:
+        yield Damaged(part.file.problem, whole=True)
+        return
     if part.file.compressed:
-        blocks = _zstd_blocks(part.file.path, zstd_bytes)
+        blocks = zstd_blocks(part.file.path, min(zstd_bytes, max_line_bytes))
     else:
-        blocks = _plain_blocks(part, plain_bytes)
-    carry = b""  # the start of a line that continues in the next block
+        blocks = _plain_blocks(part, min(plain_bytes, max_line_bytes))
+    carry: list[bytes] = []  # the start of a line that continues in the next block
+    carried = 0
+    too_long = False  # the line under way is longer than max_line_bytes: read past, not kept
     for block in blocks:
         if isinstance(block, Damaged):
-            yield from _tail(carry)
+            yield from _tail(carry, too_long)
             yield block
             return
-        last = block.rfind(b"\n")
-        if last < 0:
-            carry += block
+        first = block.find(b"\n")
+        if first < 0:
+            carried += len(block)
+            if carried > max_line_bytes:
+                too_long, carry = True, []
+            elif not too_long:
+                carry.append(block)
             continue
         start = 0
-        if carry:
-            start = block.find(b"\n") + 1
-            seam = carry + block[:start]
+        if too_long or carried + first > max_line_bytes:
+            yield TooLong()
+            start = first + 1
+        elif carry:
+            carry.append(block[: first + 1])
+            seam = b"".join(carry)
             yield Lines(seam, 0, len(seam))
+            start = first + 1
+        last = block.rfind(b"\n")
         if last + 1 > start:
-            yield Lines(block, start, last + 1)
-        carry = block[last + 1 :]
-    yield from _tail(carry)
+            yield Lines(block, start, last + 1)  # each line shorter than the block
+        rest = block[last + 1 :]
+        carry, carried, too_long = ([rest] if rest else []), len(rest), False
+    yield from _tail(carry, too_long)
 
 
-def _tail(carry: bytes) -> Iterator[Lines | Torn]:
-    cut = carry.rfind(b"\n") + 1
-    if cut:
-        yield Lines(carry, 0, cut)
-    if carry[cut:].strip():
-        yield Torn()
+def lines_of(part: Part, skips: SkipTally) -> Iterator[Lines | Torn]:
+    """`read_part(part)` for a reader: too-long lines and damage counted in `skips`, under the
+    file's name; the `Lines` and `Torn` left for the reader to judge (`croft.domain.dataset.lines`)."""
+    name = str(part.file.path)
+    for item in read_part(part):
+        if isinstance(item, TooLong):
+            skips.line(name, TOO_LONG)
+        elif isinstance(item, Damaged):
+            skips.damaged(name, item.reason, item.whole)
+        else:
+            yield item
+
+
+def _tail(carry: list[bytes], too_long: bool) -> Iterator[TooLong | Torn]:
+    if too_long:
+        yield TooLong()
+        return
+    line = b"".join(carry)
+    if line.strip(JSON_WHITESPACE):
+        yield Torn(line)
 
 
 def _plain_blocks(part: Part, block_bytes: int) -> Iterator[bytes | Damaged]:
@@ -237,7 +363,10 @@ def _range_blocks(f: BinaryIO, start: int, stop: int | None, block_bytes: int) -
         position += len(block)
 
 
-def _zstd_blocks(path: Path, block_bytes: int) -> Iterator[bytes | Damaged]:
+def zstd_blocks(path: Path, block_bytes: int = ZSTD_BLOCK_BYTES) -> Iterator[bytes | Damaged]:
+    """The decompressed content of the zstd file `path` (every frame), in blocks of at most
+    `block_bytes`, then `Damaged` if the file is truncated (as `zstd -t` finds: an empty file is
+    too), corrupt or unreadable; every block decoded before the damage comes first."""
     import zstandard  # heavy for `croft --help`; only readers need it
 
     decompressor = zstandard.ZstdDecompressor()
@@ -249,6 +378,9 @@ def _zstd_blocks(path: Path, block_bytes: int) -> Iterator[bytes | Damaged]:
             reader = decompressor.stream_reader(f, read_size=ZSTD_READ_BYTES, read_across_frames=True)
             while block := reader.read1(block_bytes):
                 yield block
+            if f.seek(0, os.SEEK_END) == 0:
+                yield Damaged("truncated zstd data (the file is empty)")
+                return
             f.seek(0)
             if not ends_on_a_frame(f):  # the reader stops quietly where a cut frame ends
                 yield Damaged("truncated zstd data (the file ends inside a frame)")

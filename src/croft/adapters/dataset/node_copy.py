@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import io
 import logging
 import os
 from collections.abc import Callable, Iterator
@@ -22,10 +21,10 @@ from typing import ParamSpec, Protocol, TypeVar
 
 import attrs
 import orjson
-import zstandard
 
 from croft.adapters.dataset.disk import OS_DISK, Disk, write_all
 from croft.adapters.dataset.fetch import FileGone, FileShrank
+from croft.adapters.dataset.files import Damaged, zstd_blocks
 from croft.domain.dataset.http import BadIndex, Index, decode_index
 from croft.domain.dataset.rotation import Naming
 from croft.domain.dataset.transfer import (
@@ -348,25 +347,23 @@ def _whole_lines(fd: int, size: int) -> int:
 
 def _begins_with(segment: Path, prefix_file: Path) -> bool:
     """Whether the (plain or zstd) `segment`'s content begins with the whole of `prefix_file`."""
-    with contextlib.ExitStack() as stack:
-        raw = stack.enter_context(segment.open("rb"))
-        content: io.BufferedIOBase | zstandard.ZstdDecompressionReader = raw
-        if segment.name.endswith(".zst"):
-            content = stack.enter_context(zstandard.ZstdDecompressor().stream_reader(raw))
-        want = stack.enter_context(prefix_file.open("rb"))
-        try:
-            while block := want.read(_READ_BYTES):
-                got = b""
-                while len(got) < len(block):
-                    more = content.read(len(block) - len(got))
-                    if not more:
-                        return False
-                    got += more
-                if got != block:
-                    return False
-        except zstandard.ZstdError:
-            return False
-    return True
+    blocks = zstd_blocks(segment) if segment.name.endswith(".zst") else _plain_blocks(segment)
+    with prefix_file.open("rb") as want:
+        for block in blocks:
+            if isinstance(block, Damaged):
+                return False
+            expected = want.read(len(block))
+            if expected != block[: len(expected)]:
+                return False
+            if len(expected) < len(block):
+                return True  # the prefix ended inside this block
+        return not want.read(1)
+
+
+def _plain_blocks(path: Path) -> Iterator[bytes]:
+    with path.open("rb") as f:
+        while block := f.read(_READ_BYTES):
+            yield block
 
 
 def _fsync_dir(directory: Path) -> None:

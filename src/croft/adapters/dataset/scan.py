@@ -1,9 +1,10 @@
 """Reading a whole dataset fast, for croft stats and croft profile.
 
-Parts of the dataset (`dataset_files.split`) go to a pool of worker processes, one per CPU; each
-streams its part in buffers of whole lines, decodes a buffer at once with msgspec into the narrow
-view its command needs, feeds a domain accumulator, and returns it (small) to be merged. A buffer
-that fails to decode is decoded line by line to find and count exactly the bad lines.
+Parts of the dataset (`files.split`) go to a pool of worker processes, one per CPU; each streams
+its part in buffers of whole lines, decodes a buffer at once with msgspec's strict row schema
+(`croft.domain.dataset.lines.decode_block`), feeds a domain accumulator, and returns it (small) to
+be merged. A buffer that fails to decode is judged line by line by the codec, to find and count
+exactly the bad lines.
 
 `croft profile` does not decode every line: like `grep -F`, it searches the buffer for the id's
 bytes and decodes only the lines around a hit.
@@ -13,28 +14,18 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
-import msgspec
-
-from croft.adapters.dataset.files import (
-    DatasetFile,
-    Lines,
-    Part,
-    Torn,
-    find_files,
-    read_part,
-    split,
-    work_bytes,
-)
+from croft.adapters.dataset.files import DatasetFile, Lines, Part, find_files, lines_of, split, work_bytes
+from croft.domain.dataset.lines import decode_block, last_line, lines_with, view
 from croft.domain.dataset.profile import ProfileAccumulator
-from croft.domain.dataset.skips import NOT_A_ROW, NOT_JSON, TORN, SkipTally
+from croft.domain.dataset.skips import SkipTally
 from croft.domain.dataset.summary import FileFacts, StatsAccumulator
-from croft.domain.dataset.views import PROFILE_DECODER, STATS_DECODER, STATS_SYSCALLS_DECODER
 
 PART_BYTES = 64 << 20  # plain files larger than this are read by several workers
 INLINE_BYTES = 64 << 20  # lines (decompressed) below which a pool costs more than it saves
@@ -116,61 +107,41 @@ def _run(
 def stats_of_part(part: Part, syscalls: bool = False) -> StatsAccumulator:
     """Every row of `part` in a stats accumulator, bad lines and damage counted."""
     acc = StatsAccumulator(syscalls)
-    name, node = str(part.file.path), part.file.node
-    decoder: msgspec.json.Decoder[Any] = STATS_SYSCALLS_DECODER if syscalls else STATS_DECODER
-    for item in read_part(part):
+    node, skipped = part.file.node, Counter[str]()
+    for item in lines_of(part, acc.skips):
         if isinstance(item, Lines):
-            try:
-                views = decoder.decode_lines(item.view())
-            except msgspec.DecodeError:
-                views = _line_by_line(decoder, item, acc.skips, name)
-            acc.add(node, views)
-        elif isinstance(item, Torn):
-            acc.skips.line(name, TORN)
-        else:
-            acc.skips.damaged(name, item.reason)
-    return acc
-
-
-def _line_by_line(decoder: msgspec.json.Decoder[Any], lines: Lines, skips: SkipTally, name: str) -> list[Any]:
-    """The views of the lines that decode; the others counted as skipped, by kind."""
-    views = []
-    for line in lines.data[lines.start : lines.stop].split(b"\n"):
-        if not line.strip():
+            acc.add(node, decode_block(item.data, item.start, item.stop, skipped))
             continue
-        try:
-            views.append(decoder.decode(line))
-        except msgspec.ValidationError:
-            skips.line(name, NOT_A_ROW)
-        except msgspec.DecodeError:
-            skips.line(name, NOT_JSON)
-    return views
+        found = last_line(view(item.line))
+        if isinstance(found, str):
+            skipped[found] += 1
+        else:
+            acc.add(node, [found])
+    _count(acc.skips, part, skipped)
+    return acc
 
 
 def profile_of_part(part: Part, prefix: str, from_ms: int | None, to_ms: int | None) -> ProfileAccumulator:
     """The rows of `part` that mention `prefix`'s bytes, decoded and accumulated; only those
-    lines are checked, so a bad line elsewhere goes unnoticed (and uncounted) here."""
+    lines are judged, so a bad line elsewhere goes uncounted here (too-long lines and damage are
+    counted wherever they are)."""
     acc = ProfileAccumulator(prefix, from_ms, to_ms)
     needle = prefix.encode()
-    name, node = str(part.file.path), part.file.node
-    decode = PROFILE_DECODER.decode
-    for item in read_part(part):
-        if not isinstance(item, Lines):
-            if isinstance(item, Torn):
-                acc.skips.line(name, TORN)
-            else:
-                acc.skips.damaged(name, item.reason)
-            continue
-        data, first, stop = item.data, item.start, item.stop
-        hit = data.find(needle, first, stop)
-        while hit >= 0:
-            start = max(data.rfind(b"\n", first, hit) + 1, first)
-            end = data.find(b"\n", hit, stop)  # Lines end with a newline
-            try:
-                acc.add(node, decode(data[start:end]))
-            except msgspec.ValidationError:
-                acc.skips.line(name, NOT_A_ROW)
-            except msgspec.DecodeError:
-                acc.skips.line(name, NOT_JSON)
-            hit = data.find(needle, end, stop)
+    node, skipped = part.file.node, Counter[str]()
+    for item in lines_of(part, acc.skips):
+        if isinstance(item, Lines):
+            found = [view(line) for line in lines_with(item.data, item.start, item.stop, needle)]
+        else:
+            found = [last_line(view(item.line))] if needle in item.line else []
+        for one in found:
+            if isinstance(one, str):
+                skipped[one] += 1
+            elif one is not None:
+                acc.add(node, one)
+    _count(acc.skips, part, skipped)
     return acc
+
+
+def _count(skips: SkipTally, part: Part, skipped: Counter[str]) -> None:
+    for kind, count in skipped.items():
+        skips.line(str(part.file.path), kind, count)

@@ -8,9 +8,11 @@ on a multi-GB file it reads a few blocks. A reader can meet a poll half written 
 no newline yet): the torn line is skipped, and when its `unix_ms` shows it belongs to the newest
 poll, that poll is not complete yet and the one before it is returned.
 
-`read_newest` resolves what a user pointed at: a `.jsonl` file; a dataset directory (its live file
-`croft-dataset.jsonl`, else its newest closed segment, a `.zst` one decompressed as a stream); or a
-directory of per-node directories (the newest poll of each node, named after its directory).
+`read_newest` resolves what a user pointed at as every reader does (`files.find_files`), and shows
+each node's newest poll: of its live file, else of its newest closed segment (a `.zst` one
+decompressed as a stream, by the readers' one zstd reader). Lines are judged by the readers' one
+definition of a row (`croft.domain.dataset.lines`); a line longer than a row can be is read past
+(never held) and counted.
 """
 
 from __future__ import annotations
@@ -25,9 +27,10 @@ from typing import BinaryIO, Protocol
 
 import attrs
 
-from croft.domain.dataset.codec import decode_row
-from croft.domain.dataset.rotation import Naming, SegmentName
+from croft.adapters.dataset.files import Damaged, DatasetFile, find_files, shown, zstd_blocks
+from croft.domain.dataset.lines import MAX_LINE_BYTES, last_line, verdict
 from croft.domain.dataset.row import Row
+from croft.domain.dataset.skips import TOO_LONG
 from croft.domain.top.table import HELD_POLLS, NodePoll
 
 LIVE_NAME = "croft-dataset.jsonl"
@@ -35,7 +38,6 @@ FIRST_BLOCK_BYTES = 64 << 10
 MAX_BLOCK_BYTES = 8 << 20
 MAX_BACK_BYTES = 256 << 20  # a poll of 250 000 processes; past this the file is not a dataset's
 ZSTD_WINDOW_BYTES = 32 << 20
-ZSTD_INPUT_BYTES = 16 << 10
 _TORN_MS = re.compile(rb'\s*\{\s*"unix_ms"\s*:\s*(\d+)\s*[,}]')
 
 
@@ -76,30 +78,32 @@ class TopSnapshot:
 
 
 class NoDataset(Exception):
-    """The path holds no dataset at all (missing, empty, or no dataset files); the message says
-    which and how to point croft at one."""
+    """The path is a dataset file with nothing in it yet; the message says so."""
 
 
 class _BackwardLines:
     """The lines of the bytes [0, size) of `f`, newest first, read in blocks that double from
-    `first_block` up to `MAX_BLOCK_BYTES`. `find_end` must run first: it reads back to the last
-    newline and keeps what follows it in `torn`. `cut_short` is True when iteration stopped at
-    `max_back` bytes (or at an origin that may fall inside a line) rather than at the start."""
+    `first_block` up to `MAX_BLOCK_BYTES`; the first is what follows the last newline (b"" when
+    the region ends with one). A line longer than `max_line` is given as `TOO_LONG`, read past
+    without being held. `cut_short` is True when iteration stopped at `max_back` bytes (or at an
+    origin that may fall inside a line) rather than at the start."""
 
     def __init__(
-        self, f: SeekableBytes, size: int, first_block: int, max_back: int, origin_is_line_start: bool
+        self,
+        f: SeekableBytes,
+        size: int,
+        first_block: int,
+        max_back: int,
+        origin_is_line_start: bool,
+        max_line: int = MAX_LINE_BYTES,
     ) -> None:
         self._f = f
         self._pos = size
         self._block = first_block
         self._stop = max(0, size - max_back)
         self._origin_is_line_start = origin_is_line_start
-        self._carry = b""
-        self.torn = b""
+        self._max_line = max_line
         self.cut_short = False
-
-    def _at_origin(self) -> bool:
-        return self._pos <= self._stop
 
     def _read_block(self) -> bytes:
         start = max(self._stop, self._pos - self._block)
@@ -116,40 +120,32 @@ class _BackwardLines:
         self._block = min(self._block * 2, MAX_BLOCK_BYTES)
         return b"".join(parts)
 
-    def find_end(self) -> None:
-        """Read back to the last newline; the bytes after it (a line still being written, or the
-        whole region when it has no newline) become `torn`."""
-        data = b""
-        while not self._at_origin():
-            data = self._read_block() + data
-            if b"\n" in data:
-                break
-        last_newline = data.rfind(b"\n")
-        self.torn = data[last_newline + 1 :]
-        self._carry = data[: last_newline + 1]
+    def __iter__(self) -> Iterator[bytes | str]:
+        pieces: list[bytes] = []  # the line under way, its newest piece first
+        held = 0
+        while self._pos > self._stop:
+            block = self._read_block()
+            *older, newest = block.split(b"\n")
+            held += len(newest)
+            if held <= self._max_line:
+                pieces.append(newest)
+            if not older:
+                continue  # the line goes on before this block
+            yield self._line(pieces, held)
+            yield from (line if len(line) <= self._max_line else TOO_LONG for line in reversed(older[1:]))
+            pieces, held = [older[0]], len(older[0])
+        if self._stop > 0 or not self._origin_is_line_start:
+            self.cut_short = True  # the first line may have begun before what was read
+            return
+        yield self._line(pieces, held)
 
-    def __iter__(self) -> Iterator[bytes]:
-        data = self._carry
-        while True:
-            if self._at_origin():
-                if self._stop > 0 or not self._origin_is_line_start:
-                    self.cut_short = True
-                    data = data[data.find(b"\n") + 1 :] if b"\n" in data else b""
-                yield from reversed(data.splitlines())
-                return
-            first_newline = data.find(b"\n")
-            if first_newline >= 0:
-                # the first line may have begun before this block: completed by the next one
-                yield from reversed(data[first_newline + 1 :].splitlines())
-                data = data[: first_newline + 1]
-            data = self._read_block() + data
+    def _line(self, pieces: list[bytes], held: int) -> bytes | str:
+        return b"".join(reversed(pieces)) if held <= self._max_line else TOO_LONG
 
 
-def _decodes(line: bytes) -> Row | None:
-    try:
-        return decode_row(line)
-    except ValueError:  # orjson.JSONDecodeError and NotARow are both ValueErrors
-        return None
+def _decodes(line: bytes | str) -> Row | str | None:
+    """The row of `line`, else the kind of skip it is, or None for a blank line."""
+    return line if isinstance(line, str) else verdict(line)
 
 
 def newest_poll(
@@ -164,30 +160,34 @@ def newest_poll(
     """The newest complete poll among the first `size` bytes of `f`, reading back from the end.
 
     Reads about the poll's size plus one block, never the whole file unless the poll is that big
-    (and never more than `max_back` bytes). Lines that do not decode as rows are skipped and
-    counted. An unterminated last line that is a whole row (a file written by hand) counts as a
-    line; one that is not is torn, and a poll it belongs to is still being written, so skipped.
+    (and never more than `max_back` bytes). Lines that are not rows are skipped and counted. An
+    unterminated last line that is a whole row (a file written by hand) counts as a row; one that
+    is not is torn, and a poll it belongs to is still being written, so skipped.
     `origin_is_line_start` is False when offset 0 of `f` may fall inside a line (a window kept
     from a stream). With `polls` > 1, the rows of up to `polls - 1` polls before the newest
     complete one come in `earlier` (croft top holds idle processes' rows from them)."""
     lines = _BackwardLines(f, size, first_block, max_back, origin_is_line_start)
-    lines.find_end()
-    torn = lines.torn.strip()
-    torn_row = _decodes(torn) if torn else None
+    found = iter(lines)
+    last = next(found, b"")
+    judged = _decodes(last)
+    torn_row = last_line(judged) if judged is not None else None
+    torn = isinstance(torn_row, str)
+    skipped = 1 if torn_row == TOO_LONG else 0
     being_written: int | None = None
-    if torn and torn_row is None:
-        sniffed = _TORN_MS.match(torn)
+    if torn and isinstance(last, bytes):
+        sniffed = _TORN_MS.match(last)
         being_written = int(sniffed.group(1)) if sniffed else None
-    rows: list[Row] = [torn_row] if torn_row is not None else []
-    poll_ms = torn_row.unix_ms if torn_row is not None else None
-    skipped = 0
+    rows: list[Row] = [torn_row] if isinstance(torn_row, Row) else []
+    poll_ms = rows[0].unix_ms if rows else None
     complete = False
     earlier: list[Row] = []
     earlier_ms: int | None = None
     earlier_polls = 0
-    for line in lines:
+    for line in found:
         row = _decodes(line)
         if row is None:
+            continue  # a blank line holds nothing
+        if isinstance(row, str):
             skipped += 1
             continue
         if row.unix_ms == being_written:
@@ -207,7 +207,8 @@ def newest_poll(
     rows.reverse()
     earlier.reverse()
     partial = bool(rows) and not complete and lines.cut_short
-    return PollTail(tuple(rows), skipped, bool(torn) and torn_row is None, partial, earlier=tuple(earlier))
+    torn_now = torn and torn_row != TOO_LONG
+    return PollTail(tuple(rows), skipped, torn_now, partial, earlier=tuple(earlier))
 
 
 def tail_zstd(path: Path, window_bytes: int = ZSTD_WINDOW_BYTES, polls: int = 1) -> PollTail:
@@ -217,50 +218,20 @@ def tail_zstd(path: Path, window_bytes: int = ZSTD_WINDOW_BYTES, polls: int = 1)
     window: collections.deque[bytes] = collections.deque()
     kept = 0
     dropped_any = False
-    for chunk in _decompressed(path):
-        if chunk is None:
+    damaged = False
+    for block in zstd_blocks(path):
+        if isinstance(block, Damaged):
             damaged = True
             break
-        window.append(chunk)
-        kept += len(chunk)
+        window.append(block)
+        kept += len(block)
         while kept - len(window[0]) >= window_bytes:
             kept -= len(window.popleft())
             dropped_any = True
-    else:
-        damaged = False
     data = b"".join(window)
     # Where damage cut the stream, the last line is torn, and its poll skipped as one being written.
     tail = newest_poll(io.BytesIO(data), len(data), origin_is_line_start=not dropped_any, polls=polls)
     return attrs.evolve(tail, damaged=damaged)
-
-
-def _decompressed(path: Path) -> Iterator[bytes | None]:
-    """The decompressed bytes of every zstd frame of `path` in pieces; a last None when the file
-    is damaged: a corrupt block, or a frame cut short (a truncated file ends mid-frame). Input goes
-    in small pieces, so a corrupt block loses little of what decompressed before it."""
-    import zstandard
-
-    dctx = zstandard.ZstdDecompressor()
-    frame = dctx.decompressobj()
-    in_frame = False
-    with path.open("rb") as raw:
-        while packed := raw.read(ZSTD_INPUT_BYTES):
-            while packed:
-                try:
-                    out = frame.decompress(packed)
-                except zstandard.ZstdError:
-                    yield None
-                    return
-                in_frame = True
-                if out:
-                    yield out
-                if not frame.eof:
-                    break
-                packed = frame.unused_data  # a next frame begins in this piece
-                frame = dctx.decompressobj()
-                in_frame = False
-    if in_frame:
-        yield None
 
 
 @functools.lru_cache(maxsize=8)
@@ -285,65 +256,37 @@ def tail_open(f: BinaryIO, polls: int = 1) -> PollTail:
     return newest_poll(f, size, polls=polls)
 
 
-def is_dataset_dir(directory: Path) -> bool:
-    """Whether `directory` holds a live file or closed segments of a `croft-dataset` dataset."""
-    naming = Naming.for_live(LIVE_NAME)
-    return any(
-        entry.name == LIVE_NAME or (naming.parse(entry.name) or (None, ""))[1] in ("plain", "compressed")
-        for entry in directory.iterdir()
-        if entry.is_file()
-    )
-
-
-def newest_segment(directory: Path) -> Path | None:
-    """The newest closed segment of a dataset directory; of a segment both plain and compressed
-    (compression under way), the plain file, which is complete."""
-    naming = Naming.for_live(LIVE_NAME)
-    found: dict[SegmentName, dict[str, Path]] = {}
-    for entry in directory.iterdir():
-        parsed = naming.parse(entry.name)
-        if parsed is not None and parsed[1] in ("plain", "compressed") and entry.is_file():
-            found.setdefault(parsed[0], {})[parsed[1]] = entry
-    if not found:
-        return None
-    kinds = found[max(found)]  # SegmentName orders by time
-    return kinds.get("plain") or kinds["compressed"]
-
-
-def _tail_dataset_dir(directory: Path) -> tuple[PollTail, str | None]:
-    """The live file's newest poll; without a live file, or with one that has no complete poll
-    (just rotated), the newest closed segment's, with a note saying so."""
-    live = directory / LIVE_NAME
-    tail = tail_file(live) if live.is_file() else PollTail(())
+def _tail_node(files: list[DatasetFile]) -> tuple[PollTail, str | None]:
+    """The newest poll of one node's files (in reading order): its live file's; without a live
+    file, or with one that has no complete poll (just rotated), its newest closed segment's, with
+    a note saying so."""
+    last = files[-1]
+    if last.problem is not None:
+        return PollTail(()), f"skipped {shown(last.path)}: {last.problem}"
+    live = None if last.segment else last
+    tail = tail_file(live.path) if live is not None else PollTail(())
     if tail.rows:
         return tail, None
-    segment = newest_segment(directory)
-    if segment is None:
+    segments = [f for f in files if f.segment and f.problem is None]
+    if not segments:
         return tail, None
-    why = "the live file has no complete poll" if live.is_file() else "no live file"
+    segment = segments[-1].path
+    why = "the live file has no complete poll" if live is not None else "no live file"
     how = " (decompressed whole)" if segment.name.endswith(".zst") else ""
     return tail_file(segment), f"{why}: showing closed segment {segment.name}{how}"
 
 
 def read_newest(path: Path, local_node: str) -> TopSnapshot:
-    """The newest poll of each node under `path` (see the module docstring for what a path may
-    be). A single file or dataset directory is node `local_node`. Raises `NoDataset` when `path`
-    is missing, is an empty file, or is a directory with no dataset files."""
-    if path.is_file():
-        if path.stat().st_size == 0:
-            raise NoDataset(f"{path} is empty: no poll has been written yet")
-        return _snapshot([(local_node, tail_file(path), None)])
-    if not path.is_dir():
-        raise NoDataset(f"{path} does not exist")
-    if is_dataset_dir(path):
-        tail, note = _tail_dataset_dir(path)
-        return _snapshot([(local_node, tail, note)])
-    nodes = sorted(entry for entry in path.iterdir() if entry.is_dir() and is_dataset_dir(entry))
-    if not nodes:
-        raise NoDataset(
-            f"{path} holds no {LIVE_NAME}, no closed segments and no per-node directories of them"
-        )
-    return _snapshot([(node.name, *_tail_dataset_dir(node)) for node in nodes])
+    """The newest poll of each node under `path` (any path `files.find_files` takes). A single
+    file or dataset directory is node `local_node`. Raises `UserError` when `path` holds no
+    dataset, and `NoDataset` when it is a dataset file that is empty."""
+    files = find_files(path, local_node)
+    if len(files) == 1 and files[0].path == path and files[0].size_bytes == 0 and files[0].problem is None:
+        raise NoDataset(f"{shown(path)} is empty: no poll has been written yet")
+    nodes: dict[str, list[DatasetFile]] = {}
+    for f in files:
+        nodes.setdefault(f.node, []).append(f)
+    return _snapshot([(node, *_tail_node(node_files)) for node, node_files in nodes.items()])
 
 
 def _snapshot(tails: list[tuple[str, PollTail, str | None]]) -> TopSnapshot:

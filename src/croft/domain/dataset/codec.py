@@ -1,9 +1,8 @@
 """The one converter that owns the dataset's JSON shape (docs/dataset.md).
 
 On disk a row's keys come in this order: unix_ms, tgid, node, process, workload, ioctl_count,
-since_last_gpu_ioctl_ms, usage, cgroup_usage, syscalls, short_lived, label. `node`, `framework`,
-the two GPU fields, `short_lived` and `label` are left out when None (rows of collectors before
-`node` or `short_lived` have none).
+since_last_gpu_ioctl_ms, usage, cgroup_usage, syscalls, label. `node`, `framework`, the two GPU
+fields and `label` are left out when None (rows of collectors before `node` have none).
 Structuring is strict: a wrong type is an error, never coerced, so a reader can tell a row from a
 line that only looks like one.
 """
@@ -17,16 +16,12 @@ import cattrs
 import orjson
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
-from croft.domain.dataset.row import (
-    WORKLOADS,
-    CgroupUsage,
-    Process,
-    Row,
-    ShortLived,
-    SyscallRate,
-    Usage,
-    Workload,
-)
+from croft.domain.dataset.row import WORKLOADS, CgroupUsage, Process, Row, SyscallRate, Usage, Workload
+
+# A row's integers are signed 64-bit, as every JSON tool reads them; `unix_ms` lies in the calendar
+# (1970-01-01 to 9999-12-31 UTC), so every reader can print it as a UTC time.
+INT_MIN, INT_MAX = -(2**63), 2**63 - 1
+UNIX_MS_MIN, UNIX_MS_MAX = 0, 253_402_300_799_999
 
 
 class NotARow(ValueError):
@@ -36,6 +31,8 @@ class NotARow(ValueError):
 def _strict_int(value: object, _: type) -> int:
     if type(value) is not int:
         raise NotARow(f"expected an integer, got {value!r}")
+    if not INT_MIN <= value <= INT_MAX:
+        raise NotARow(f"{value} is beyond a signed 64-bit integer")
     return value
 
 
@@ -74,7 +71,7 @@ def _make_converter() -> cattrs.Converter:
     conv.register_structure_hook(str, _strict_str)
     conv.register_structure_hook_func(lambda t: t == Workload, _workload)
     conv.register_structure_hook_func(lambda t: t == tuple[SyscallRate, ...], _syscalls)
-    for cls in (Usage, CgroupUsage, SyscallRate, ShortLived):
+    for cls in (Usage, CgroupUsage, SyscallRate):
         conv.register_structure_hook(cls, make_dict_structure_fn(cls, conv, _cattrs_forbid_extra_keys=True))
     conv.register_structure_hook(
         Process, make_dict_structure_fn(Process, conv, _cattrs_forbid_extra_keys=True)
@@ -104,11 +101,6 @@ def _unstructure_row(row: Row) -> dict[str, Any]:
     out["usage"] = converter.unstructure(row.usage)
     out["cgroup_usage"] = converter.unstructure(row.cgroup_usage)
     out["syscalls"] = [{"name": s.name, "rate_per_sec": s.rate_per_sec} for s in row.syscalls]
-    if row.short_lived is not None:
-        out["short_lived"] = {
-            "processes": row.short_lived.processes,
-            "syscalls": [{"name": s.name, "rate_per_sec": s.rate_per_sec} for s in row.short_lived.syscalls],
-        }
     if row.label is not None:
         out["label"] = row.label
     return out
@@ -127,11 +119,14 @@ def row_from_dict(value: object) -> Row:
     if type(value) is not dict:
         raise NotARow(f"a row is a JSON object, got {type(value).__name__}")
     try:
-        return converter.structure(value, Row)
+        row = converter.structure(value, Row)
     except NotARow:
         raise
     except (cattrs.BaseValidationError, KeyError, TypeError, ValueError) as exc:
         raise NotARow(_first_cause(exc)) from exc
+    if not UNIX_MS_MIN <= row.unix_ms <= UNIX_MS_MAX:
+        raise NotARow(f"unix_ms {row.unix_ms} is outside the calendar (years 1970 to 9999)")
+    return row
 
 
 def _first_cause(exc: BaseException) -> str:

@@ -18,7 +18,6 @@ import attrs
 
 from croft.domain.dataset.row import GPU_WORKLOADS
 from croft.domain.dataset.skips import SkipTally
-from croft.domain.dataset.views import ProfileView
 
 MIN_PREFIX = 4
 METRICS = ("cpu_cores", "memory_bytes", "cpu_throttled_fraction", "cpu_pressure_avg10")
@@ -106,8 +105,9 @@ class ProfileAccumulator:
         self.tracks: dict[str, ContainerTrack] = {}
         self.skips = SkipTally()
 
-    def add(self, node: str, view: ProfileView) -> None:
-        """Count one decoded row read on `node`; rows of other containers are ignored."""
+    def add(self, node: str, view: Any) -> None:
+        """Count one decoded row (`views.RowSchema`) read on `node`; rows of other containers are
+        ignored."""
         container_id = view.process.container_id
         if container_id is None or not container_id.startswith(self.prefix):
             return

@@ -1,7 +1,8 @@
 """Counting what a reader skipped, so that bad input is never silent.
 
-Three kinds of line are skipped: a torn last line (a file that ends without a newline, such as a
-live file being written), a line that is not JSON, and JSON that is not a row. A file whose zstd
+Four kinds of line are skipped: a torn last line (a file that ends without a newline, such as a
+live file being written), a line too long to be a row (over 1 MiB; `croft.domain.dataset.lines`),
+a line that is not JSON, and JSON that is not a row. A file whose zstd
 data is truncated or corrupt is read up to the damage; the rest of it is skipped and the file named.
 """
 
@@ -10,10 +11,11 @@ from __future__ import annotations
 from collections import Counter
 
 TORN = "torn last line"
+TOO_LONG = "too long"
 NOT_JSON = "not JSON"
 NOT_A_ROW = "not a row"
-LINE_KINDS = (TORN, NOT_JSON, NOT_A_ROW)
-_PLURAL = {TORN: "torn last lines", NOT_JSON: "not JSON", NOT_A_ROW: "not rows"}
+LINE_KINDS = (TORN, TOO_LONG, NOT_JSON, NOT_A_ROW)
+_PLURAL = {TORN: "torn last lines", TOO_LONG: "too long", NOT_JSON: "not JSON", NOT_A_ROW: "not rows"}
 
 
 class SkipTally:
@@ -22,21 +24,25 @@ class SkipTally:
     def __init__(self) -> None:
         self.lines: dict[str, Counter[str]] = {}
         self.files: dict[str, str] = {}
+        self.unread: set[str] = set()  # files (or node directories) of which nothing could be read
 
     def line(self, path: str, kind: str, count: int = 1) -> None:
         """Count `count` skipped lines of `kind` (one of `LINE_KINDS`) in `path`."""
         if count:
             self.lines.setdefault(path, Counter())[kind] += count
 
-    def damaged(self, path: str, reason: str) -> None:
-        """Record that the rest of `path` was skipped because of `reason`."""
-        self.files.setdefault(path, reason)
+    def damaged(self, path: str, reason: str, whole: bool = False) -> None:
+        """Record that the rest of `path` (`whole`: all of it) was skipped because of `reason`."""
+        if path not in self.files:
+            self.files[path] = reason
+            if whole:
+                self.unread.add(path)
 
     def merge(self, other: SkipTally) -> None:
         for path, kinds in other.lines.items():
             self.lines.setdefault(path, Counter()).update(kinds)
         for path, reason in other.files.items():
-            self.damaged(path, reason)
+            self.damaged(path, reason, path in other.unread)
 
     @property
     def total_lines(self) -> int:
@@ -45,7 +51,10 @@ class SkipTally:
     def report(self) -> tuple[str, ...]:
         """One sentence per damaged file, then one for all skipped lines; empty when nothing was
         skipped. Each sentence fits on one line."""
-        sentences = [f"skipped the rest of {path}: {reason}" for path, reason in sorted(self.files.items())]
+        sentences = [
+            f"skipped {'' if path in self.unread else 'the rest of '}{path}: {reason}"
+            for path, reason in sorted(self.files.items())
+        ]
         total = self.total_lines
         if total:
             kinds: Counter[str] = Counter()

@@ -17,11 +17,10 @@ import attrs
 
 from croft.domain.dataset.row import WORKLOADS
 from croft.domain.dataset.skips import SkipTally
-from croft.domain.dataset.views import ProcessIds, StatsSyscallsView, StatsView
 
 BUSIEST_SYSCALLS = 10
 
-_process = attrgetter("process")
+_process = attrgetter("process.container_id", "process.framework")
 _unix_ms = attrgetter("unix_ms")
 _tgid = attrgetter("tgid")
 _workload = attrgetter("workload")
@@ -88,14 +87,14 @@ class StatsAccumulator:
         self.last_ms: int | None = None
         self.polls: dict[str, set[int]] = {}
         self.tgids: dict[str, set[int]] = {}
-        self.processes: set[ProcessIds] = set()  # distinct (container_id, framework)
+        self.processes: set[tuple[str | None, str | None]] = set()  # distinct (container_id, framework)
         self.workloads: Counter[str] = Counter()
         self.syscall_sums: defaultdict[str, float] = defaultdict(float)
         self.skips = SkipTally()
 
-    def add(self, node: str, views: Sequence[StatsView] | Sequence[StatsSyscallsView]) -> None:
-        """Count one batch of rows read on `node`: a few C-level passes over the batch, and with
-        `syscalls` one Python loop over its syscall entries."""
+    def add(self, node: str, views: Sequence[Any]) -> None:
+        """Count one batch of rows (`views.RowSchema`) read on `node`: a few C-level passes over the
+        batch, and with `syscalls` one Python loop over its syscall entries."""
         if not views:
             return
         self.rows += len(views)
@@ -111,7 +110,7 @@ class StatsAccumulator:
         self.tgids[node].update(map(_tgid, views))
         self.processes.update(map(_process, views))
         workloads = list(map(_workload, views))
-        for workload in WORKLOADS:  # the views admit only these; a list count is a C loop
+        for workload in WORKLOADS:  # the schema admits only these; a list count is a C loop
             if found := workloads.count(workload):
                 self.workloads[workload] += found
         if self.syscalls:
@@ -137,9 +136,11 @@ class StatsAccumulator:
 
     def summary(self, files: FileFacts) -> Stats:
         polls = sum(len(times) for times in self.polls.values())
-        containers = {p.container_id for p in self.processes if p.container_id is not None}
+        containers = {container for container, _ in self.processes if container is not None}
         frameworks = Counter(
-            p.framework for p in self.processes if p.framework is not None and p.container_id is not None
+            framework
+            for container, framework in self.processes
+            if framework is not None and container is not None
         )
         means = ((name, total / polls) for name, total in self.syscall_sums.items()) if polls else ()
         # By the mean reported, not the sum: two sums a few ulps apart can divide to one mean, and

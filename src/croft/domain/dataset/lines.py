@@ -1,0 +1,112 @@
+"""What every reader does with a dataset's lines: the one definition of a row among them.
+
+A line is the bytes before a newline (a file's last line may lack it). A line is one of:
+
+- a row: at most `MAX_LINE_BYTES` bytes holding exactly one JSON value that the codec
+  (`croft.domain.dataset.codec.decode_row`) accepts;
+- blank (only JSON whitespace): holds nothing, is not counted;
+- skipped, of one kind (`croft.domain.dataset.skips`): too long, not JSON, or not a row; a last
+  line without its newline that is not a row is torn (`last_line`), being written or cut.
+
+`verdict` says which for one line, by the codec itself. `decode_block` reads a buffer of many
+whole lines the fast way (`croft.domain.dataset.views`), and falls back to `verdict` line by line
+wherever the fast way meets anything else, so that both always say the same.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import msgspec
+import orjson
+
+from croft.domain.dataset.codec import NotARow, decode_row, row_to_dict
+from croft.domain.dataset.row import Row
+from croft.domain.dataset.skips import NOT_A_ROW, NOT_JSON, TOO_LONG, TORN
+from croft.domain.dataset.views import ROW_DECODER, RowSchema
+
+MAX_LINE_BYTES = 1 << 20  # no row comes near it (a row is about 1 KB)
+JSON_WHITESPACE = b" \t\r\n"
+# A line holding two values: msgspec's decode_lines reads `{..}{..}` as two rows.
+_TWO_VALUES = re.compile(rb"\}[ \t\r]*\{")
+
+
+def verdict(line: bytes) -> Row | str | None:
+    """The row `line` holds, else the kind of skip it is (a `skips` kind), or None when it is
+    blank. `line` excludes its newline."""
+    if len(line) > MAX_LINE_BYTES:
+        return TOO_LONG
+    if not line.strip(JSON_WHITESPACE):
+        return None
+    try:
+        return decode_row(line)
+    except NotARow:
+        return NOT_A_ROW
+    except (orjson.JSONDecodeError, RecursionError):
+        return NOT_JSON
+
+
+def last_line(found: Row | Any | str | None) -> Row | Any | str:
+    """What a last line without its newline is, given what it would be with one (`verdict` or
+    `view`): the same row, else torn (a line still being written, or cut), unless too long."""
+    if found is None or (isinstance(found, str) and found != TOO_LONG):
+        return TORN
+    return found
+
+
+def schema_of(row: Row) -> Any:
+    """The fast readers' struct of a row the codec accepted."""
+    return msgspec.convert(row_to_dict(row), RowSchema)
+
+
+def view(line: bytes) -> Any | str | None:
+    """`verdict`, with a row given as the fast readers' struct (`views.RowSchema`)."""
+    if len(line) <= MAX_LINE_BYTES:
+        try:
+            fast = ROW_DECODER.decode(line)
+        except (msgspec.DecodeError, RecursionError):
+            pass
+        else:
+            # The schema accepts only what the codec accepts (tested); the codec still judges
+            # what the schema refuses, so the kind of a skip is always the codec's.
+            return fast
+    judged = verdict(line)
+    return schema_of(judged) if isinstance(judged, Row) else judged
+
+
+def decode_block(data: bytes, start: int, stop: int, skipped: Counter[str]) -> list[Any]:
+    """The rows (`views.RowSchema`) of the whole lines `data[start:stop]` (it ends with a newline,
+    and holds no line longer than `MAX_LINE_BYTES`), in order; each skipped line counted in
+    `skipped` by kind."""
+    block = memoryview(data)[start:stop]
+    try:
+        rows: list[Any] = ROW_DECODER.decode_lines(block)
+    except (msgspec.DecodeError, RecursionError):
+        pass
+    else:
+        # decode_lines reads whitespace-separated values: it agrees with line by line reading
+        # when there are as many rows as lines and no line holds two.
+        if len(rows) == data.count(b"\n", start, stop) and not _TWO_VALUES.search(data, start, stop):
+            return rows
+    rows = []
+    for line in bytes(block[:-1]).split(b"\n"):
+        found = view(line)
+        if isinstance(found, str):
+            skipped[found] += 1
+        elif found is not None:
+            rows.append(found)
+    return rows
+
+
+def lines_with(data: bytes, start: int, stop: int, needle: bytes) -> Iterator[bytes]:
+    """The lines of `data[start:stop]` (whole lines, ending with a newline) that contain `needle`,
+    found like `grep -F`: a search of the buffer, no split into lines."""
+    hit = data.find(needle, start, stop)
+    while hit >= 0:
+        first = data.rfind(b"\n", start, hit) + 1 or start
+        end = data.find(b"\n", hit, stop)
+        yield data[first:end]
+        hit = data.find(needle, end, stop)
