@@ -20,6 +20,11 @@ from croft.adapters.host.bcc_source import BccKernelSource
 from croft.adapters.host.cgroupfs import CgroupFS
 from croft.adapters.host.poller import LiveSource, UnavailableGpu
 from croft.adapters.host.procfs import ProcFS
+from croft.app.bootstrap import Settings, collector_config
+from croft.domain.collector import rows as collect
+from croft.domain.collector.snapshot import Poll
+from croft.domain.dataset.row import ShortLived
+from croft.domain.metrics.series import groups_of
 from tests.helpers.burst import Spawner, Syscount, counts_of, run_polls, scratch_cgroup
 
 pytestmark = [pytest.mark.root, pytest.mark.bpf, pytest.mark.slow]
@@ -136,3 +141,59 @@ def test_a_process_watched_through_cgroup_v1_is_counted_with_every_child_it_fork
     assert ours.get("getppid", 0) == 50 * GETPPIDS
     assert own_numbers(ours, V1_NR) == 50 * DISTINCT
     assert sum(r.poll.kernel.dropped_entries for r in records) == 0
+
+
+SHORT_NR, PER_S, SECONDS = 3000, 50, 6
+
+
+def test_a_container_running_50_short_lived_processes_a_second_is_rated_for_all_of_them(
+    kernel: BccKernelSource, unified: Path, tmp_path: Path
+) -> None:
+    """Each child lives a few milliseconds (far less than a poll): no row of its own, yet every
+    syscall it made is in its container's rate, in a row's `short_lived` summary and on /metrics."""
+    name = f"croft-test-short-{os.getpid()}"
+    config = collector_config(Settings(dataset=tmp_path / "d.jsonl", watch=name))
+    with scratch_cgroup(unified, name) as cgroup:
+        source = LiveSource(ProcFS(), CgroupFS(), kernel, UnavailableGpu(), (cgroup.name,))
+        spawner = Spawner((cgroup,), getppids=300, distinct=10, first_nr=SHORT_NR)
+        syscount = Syscount()
+        try:
+            records = run_polls(source, 5, {0: lambda: spawner.start_rate(PER_S, SECONDS)})
+            spawned = spawner.wait_rate()
+            records += run_polls(source, 2, {})
+            theirs = syscount.stop()
+        finally:
+            syscount.close()
+            spawner.close()
+    previous: Poll | None = None
+    state = collect.CollectorState()
+    metrics: dict[str, float] = {}  # syscall -> calls, from /metrics' rates times each poll's interval
+    summaries: list[ShortLived] = []
+    rows_alone = 0.0  # what the rows' own syscalls say: all there was before short_lived
+    for record in records:
+        rows, state = collect.rows(previous, record.poll, state, config)
+        if previous is not None:
+            interval_s = (record.poll.at.monotonic_ns - previous.at.monotonic_ns) / 1e9
+            groups = groups_of(rows)
+            assert set(groups) <= {("", f"/{name}")}
+            for group in groups.values():
+                for syscall, rate in group.syscalls:
+                    metrics[syscall] = metrics.get(syscall, 0.0) + rate * interval_s
+            summaries += [row.short_lived for row in rows if row.short_lived is not None]
+            own = sum(c.rate_per_sec for r in rows for c in r.syscalls if c.name == "getppid")
+            rows_alone += own * interval_s
+        previous = record.poll
+    print(f"\nspawned {spawned}; summaries {[s.processes for s in summaries]}")
+    print(
+        f"getppid: /metrics {metrics.get('getppid', 0.0):.0f} syscount {theirs.get('getppid')} "
+        f"rows alone {rows_alone:.0f}"
+    )
+    assert spawned == PER_S * SECONDS
+    assert sum(s.processes for s in summaries) >= spawned
+    assert state.short_lived_unplaced == 0
+    assert metrics["getppid"] == pytest.approx(theirs["getppid"], rel=0.02)
+    assert metrics["getppid"] == pytest.approx(spawned * 300, rel=0.02)
+    for k in range(10):
+        ours = metrics.get(f"syscall_{SHORT_NR + k}", 0.0)
+        assert ours == pytest.approx(theirs[f"[unknown: {SHORT_NR + k}]"], rel=0.02)
+        assert ours == pytest.approx(spawned, rel=0.02)

@@ -66,7 +66,7 @@ class Pipeline:
         self._observer = observer
         self._previous: Poll | None = None
         self.state = collect.CollectorState()
-        self._reported = (0, 0)
+        self._reported = (0, 0, 0)
 
     def feed(self, poll: Poll) -> int:
         """Record `poll`, write its rows; returns how many rows were written."""
@@ -93,14 +93,16 @@ class Pipeline:
             self._recorder.close()
 
     def _report(self) -> None:
-        now = (self.state.dropped, self.state.no_rate)
+        now = (self.state.dropped, self.state.no_rate, self.state.short_lived_unplaced)
         if now != self._reported:
             log.info(
                 "so far %d rows written; skipped %d pids that exited or were torn mid-read, "
-                "%d process-polls without a rate yet (first sighting, reused pid, counter reset)",
+                "%d process-polls without a rate yet (first sighting, reused pid, counter reset), "
+                "%d syscalls of short-lived processes in containers with no rated process to carry them",
                 self.state.written,
                 self.state.dropped,
                 self.state.no_rate,
+                self.state.short_lived_unplaced,
             )
             self._reported = now
 

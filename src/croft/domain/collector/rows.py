@@ -5,6 +5,14 @@ collector remembers.
 a poll where all its rates exist (see `croft.domain.collector.rates`): a first sighting or a reused pid is
 remembered and rated from the next poll on; a counter that went backwards skips that poll. Skipped
 processes are counted in the state, never written with made-up numbers.
+
+Syscalls of a watched container's processes that get no row of their own this poll (first
+sightings, processes that exited before the poll read them, `Poll.unread`) are folded into one row
+of the container as its `short_lived` summary (`croft.domain.dataset.row.ShortLived`), so the
+container's rate is the sum over everything it ran. That row is the written row with the shortest
+cgroup path (then the lowest tgid); when the container has none this poll, the row of its
+longest-known process is written for it (a real, rated row: nothing is made up). A container with
+no rated process at all cannot carry them: their count is kept in the state (`short_lived_unplaced`).
 """
 
 from __future__ import annotations
@@ -19,7 +27,10 @@ from croft.domain.collector.frameworks import Matcher
 from croft.domain.collector.rates import NS_PER_S, PER_S_DIGITS, CgroupRates, ProcessRates, per_s
 from croft.domain.collector.selection import IDLE_EVERY, due, watched
 from croft.domain.collector.snapshot import CgroupMembership, CgroupSample, Poll, ProcessSample
-from croft.domain.dataset.row import CgroupUsage, Process, Row, SyscallRate, Usage
+from croft.domain.dataset.row import CgroupUsage, Process, Row, ShortLived, SyscallRate, Usage
+
+GroupKey = tuple[str, str]
+"""(container id, "") for a container, ("", cgroup path) for a watched host cgroup."""
 
 
 @attrs.frozen
@@ -54,6 +65,7 @@ class CollectorState:
     no_rate: int = 0
     dropped: int = 0
     written: int = 0
+    short_lived_unplaced: int = 0
 
 
 def rows(
@@ -109,14 +121,137 @@ def rows(
         remembered[sample.tgid] = known
         if row is not None:
             out.append(row)
+    unplaced = 0
+    if interval_ns > 0:
+        pending = _short_lived(current, out, config, watched_memo)
+        if pending:
+            unplaced = _place_short_lived(
+                pending, out, remembered, before, cgroups_now, cgroup_rates, current, interval_ns, poll_index,
+                config, watched_memo,
+            )  # fmt: skip
     new_state = CollectorState(
         polls=poll_index + 1,
         processes=remembered,
         no_rate=state.no_rate + no_rate,
         dropped=state.dropped + current.dropped,
         written=state.written + len(out),
+        short_lived_unplaced=state.short_lived_unplaced + unplaced,
     )
     return tuple(out), new_state
+
+
+def group_key(membership: CgroupMembership) -> GroupKey:
+    """The container (or watched host cgroup) a membership belongs to, as rows name it."""
+    cid = membership_container_id(membership)
+    return (cid, "") if cid else ("", display_path(membership))
+
+
+def _row_key(row: Row) -> GroupKey:
+    cid = row.process.container_id
+    return (cid, "") if cid else ("", row.process.cgroup)
+
+
+@attrs.define
+class _Pending:
+    """One container's syscalls without a row: the tgids read, how many unread processes, counts."""
+
+    tgids: set[int] = attrs.field(factory=set)
+    unread: int = 0
+    counts: dict[str, int] = attrs.field(factory=dict)
+
+
+def _short_lived(
+    current: Poll, out: list[Row], config: CollectorConfig, watched_memo: dict[CgroupMembership, bool]
+) -> dict[GroupKey, _Pending]:
+    """By container: the processes and syscall counts of this poll that no row of `out` carries."""
+    written = {row.tgid for row in out}
+    pending: dict[GroupKey, _Pending] = {}
+
+    def fold(membership: CgroupMembership, counts: Mapping[str, int]) -> _Pending | None:
+        verdict = watched_memo.get(membership)
+        if verdict is None:
+            verdict = watched_memo[membership] = watched(membership, config.watch)
+        if not verdict or not any(counts.values()):
+            return None
+        into = pending.setdefault(group_key(membership), _Pending())
+        for name, count in counts.items():
+            into.counts[name] = into.counts.get(name, 0) + count
+        return into
+
+    syscalls = current.kernel.syscalls
+    for sample in current.processes:
+        counts = syscalls.get(sample.tgid)
+        if counts and sample.tgid not in written:
+            folded = fold(sample.cgroups, counts)
+            if folded is not None:
+                folded.tgids.add(sample.tgid)
+    for unread in current.unread:
+        folded = fold(unread.membership, unread.syscalls)
+        if folded is not None:
+            folded.unread += unread.processes
+    return pending
+
+
+def _place_short_lived(
+    pending: dict[GroupKey, _Pending],
+    out: list[Row],
+    remembered: dict[int, ProcessState],
+    before: Mapping[int, ProcessSample],
+    cgroups_now: Mapping[CgroupMembership, CgroupSample],
+    cgroup_rates: dict[CgroupMembership, CgroupRates | None],
+    current: Poll,
+    interval_ns: int,
+    poll_index: int,
+    config: CollectorConfig,
+    watched_memo: dict[CgroupMembership, bool],
+) -> int:
+    """Attach each container's pending summary to its carrier row (writing one when the container
+    has none), in place; returns the syscall count no row could carry."""
+    carriers: dict[GroupKey, int] = {}
+    for index, row in enumerate(out):
+        key = _row_key(row)
+        if key in pending:
+            best = carriers.get(key)
+            if best is None or (len(row.process.cgroup), row.tgid) < (
+                len(out[best].process.cgroup),
+                out[best].tgid,
+            ):
+                carriers[key] = index
+    missing = {key for key in pending if key not in carriers}
+    if missing:
+        candidates = sorted(
+            (p for p in current.processes if p.tgid in before and group_key(p.cgroups) in missing),
+            key=lambda p: (len(display_path(p.cgroups)), p.tgid),
+        )
+        for sample in candidates:
+            key = group_key(sample.cgroups)
+            if key in carriers or not watched_memo.get(sample.cgroups, False):
+                continue
+            group_rates = cgroup_rates.get(sample.cgroups)
+            rates = ProcessRates.new(sample, before[sample.tgid], interval_ns, current.ticks_per_s)
+            if rates is None or group_rates is None:
+                continue
+            forced, known = _row(
+                sample, rates, cgroups_now.get(sample.cgroups), group_rates, current, interval_ns,
+                remembered[sample.tgid], poll_index, config, watched_memo, force=True,
+            )  # fmt: skip
+            assert forced is not None
+            remembered[sample.tgid] = known
+            out.append(forced)
+            carriers[key] = len(out) - 1
+    unplaced = 0
+    interval_s = interval_ns / NS_PER_S
+    for key, folded in pending.items():
+        carrier = carriers.get(key)
+        if carrier is None:
+            unplaced += sum(folded.counts.values())
+            continue
+        summary = ShortLived(
+            processes=len(folded.tgids) + folded.unread, syscalls=_syscalls(folded.counts, interval_s)
+        )
+        out[carrier] = attrs.evolve(out[carrier], short_lived=summary)
+    out.sort(key=lambda row: row.tgid)
+    return unplaced
 
 
 def _cgroup_rates(
@@ -139,6 +274,7 @@ def _row(
     poll_index: int,
     config: CollectorConfig,
     watched_memo: Mapping[CgroupMembership, bool],
+    force: bool = False,
 ) -> tuple[Row | None, ProcessState]:
     tgid = sample.tgid
     kernel = current.kernel
@@ -152,8 +288,12 @@ def _row(
     counts = kernel.syscalls.get(tgid, {})
     idle = rates.cpu_ticks == 0 and not any(counts.values())
     holding = reading.workload != "no-gpu"
-    write = holding or (
-        watched_memo[sample.cgroups] and due(idle, poll_index, known.last_written_poll, config.idle_every)
+    write = (
+        force
+        or holding
+        or (
+            watched_memo[sample.cgroups] and due(idle, poll_index, known.last_written_poll, config.idle_every)
+        )
     )
     framework_key = (sample.exe, sample.cmdline, sample.libraries)
     if known.framework_key != framework_key:

@@ -1,8 +1,9 @@
 """The one converter that owns the dataset's JSON shape (docs/dataset.md).
 
 On disk a row's keys come in this order: unix_ms, tgid, node, process, workload, ioctl_count,
-since_last_gpu_ioctl_ms, usage, cgroup_usage, syscalls, label. `node`, `framework`, the two GPU
-fields and `label` are left out when None (rows of collectors before `node` have none).
+since_last_gpu_ioctl_ms, usage, cgroup_usage, syscalls, short_lived, label. `node`, `framework`,
+the two GPU fields, `short_lived` and `label` are left out when None (rows of collectors before
+`node` or `short_lived` have none).
 Structuring is strict: a wrong type is an error, never coerced, so a reader can tell a row from a
 line that only looks like one.
 """
@@ -16,7 +17,16 @@ import cattrs
 import orjson
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
-from croft.domain.dataset.row import WORKLOADS, CgroupUsage, Process, Row, SyscallRate, Usage, Workload
+from croft.domain.dataset.row import (
+    WORKLOADS,
+    CgroupUsage,
+    Process,
+    Row,
+    ShortLived,
+    SyscallRate,
+    Usage,
+    Workload,
+)
 
 # A row's integers are signed 64-bit, as every JSON tool reads them; `unix_ms` lies in the calendar
 # (1970-01-01 to 9999-12-31 UTC), so every reader can print it as a UTC time.
@@ -71,7 +81,7 @@ def _make_converter() -> cattrs.Converter:
     conv.register_structure_hook(str, _strict_str)
     conv.register_structure_hook_func(lambda t: t == Workload, _workload)
     conv.register_structure_hook_func(lambda t: t == tuple[SyscallRate, ...], _syscalls)
-    for cls in (Usage, CgroupUsage, SyscallRate):
+    for cls in (Usage, CgroupUsage, SyscallRate, ShortLived):
         conv.register_structure_hook(cls, make_dict_structure_fn(cls, conv, _cattrs_forbid_extra_keys=True))
     conv.register_structure_hook(
         Process, make_dict_structure_fn(Process, conv, _cattrs_forbid_extra_keys=True)
@@ -101,6 +111,11 @@ def _unstructure_row(row: Row) -> dict[str, Any]:
     out["usage"] = converter.unstructure(row.usage)
     out["cgroup_usage"] = converter.unstructure(row.cgroup_usage)
     out["syscalls"] = [{"name": s.name, "rate_per_sec": s.rate_per_sec} for s in row.syscalls]
+    if row.short_lived is not None:
+        out["short_lived"] = {
+            "processes": row.short_lived.processes,
+            "syscalls": [{"name": s.name, "rate_per_sec": s.rate_per_sec} for s in row.short_lived.syscalls],
+        }
     if row.label is not None:
         out["label"] = row.label
     return out

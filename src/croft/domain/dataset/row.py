@@ -63,11 +63,24 @@ class SyscallRate:
 
 
 @attrs.frozen
+class ShortLived:
+    """The syscalls of a container's processes that have no row of their own in this poll, folded
+    into one row of the container: processes that started and exited between two polls, processes
+    seen for the first time (no rates yet), and counts the kernel kept per cgroup when its
+    per-process map was full. `processes` counts the distinct processes (the last kind adds none);
+    rates are over the row's poll interval, like `syscalls`."""
+
+    processes: int
+    syscalls: tuple[SyscallRate, ...]
+
+
+@attrs.frozen
 class Row:
     """One JSON line of the dataset. `ioctl_count` and `since_last_gpu_ioctl_ms` are both None for a
     process that never touched a GPU; `label` is None outside labelled experiments. `node` is the
     node the collector ran on (`croft run --node`); None in rows of older collectors, whose readers
-    take the node from the per-node directory's name instead."""
+    take the node from the per-node directory's name instead. `short_lived` is on at most one row
+    per container and poll (see `ShortLived`); None elsewhere and in rows of older collectors."""
 
     unix_ms: int
     tgid: int
@@ -80,3 +93,4 @@ class Row:
     since_last_gpu_ioctl_ms: int | None = None
     label: str | None = None
     node: str | None = None
+    short_lived: ShortLived | None = None

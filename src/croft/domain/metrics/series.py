@@ -5,7 +5,8 @@ health counters into the samples of `croft.domain.metrics.names`, in a fixed ord
 
 A *group* is one container (every row with that container id, all its processes together) or, for
 watched host processes, one cgroup (`container_id=""`). Its cgroup gauges come from the row of its
-shortest cgroup path (the container's own cgroup), its syscall rates are summed over its rows.
+shortest cgroup path (the container's own cgroup), its syscall rates are summed over its rows and
+their `short_lived` summaries (processes without a row of their own this poll).
 
 Cardinality is bounded by the newest poll:
 - a group is served when it has a row in this poll, or when it had one before and a process of it
@@ -112,7 +113,8 @@ def groups_of(rows: Iterable[Row]) -> dict[GroupKey, GroupValues]:
         own = min(group_rows, key=lambda r: (len(r.process.cgroup), r.process.cgroup))
         totals: dict[str, float] = {}
         for row in group_rows:
-            for call in row.syscalls:
+            calls = row.syscalls if row.short_lived is None else (*row.syscalls, *row.short_lived.syscalls)
+            for call in calls:
                 name = label_text(call.name)
                 totals[name] = totals.get(name, 0.0) + call.rate_per_sec
         usage = own.cgroup_usage
