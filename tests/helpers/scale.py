@@ -61,9 +61,24 @@ def with_gap(observations: Observations, kind: str) -> Observations:
     elif kind == "no-series":
         extra = PodView("web-new", (cid(999),))
         return Observations(now, (*observations.pods, extra), observations.scrapes)
+    elif kind in ("nan", "inf", "negative"):
+        value = {"nan": "NaN", "inf": "+Inf", "negative": "-12.5"}[kind]
+        pod = observations.pods[0].container_ids[0]
+        body = "\n".join(
+            line.rsplit(" ", 1)[0] + f" {value}" if f'container_id="{pod}",syscall="sendto"' in line else line
+            for line in (first.body or "").split("\n")
+        )
+        broken = CollectorScrape(first.collector, now, body)
+    elif kind == "hidden":  # the syscall fell outside the container's exported top 24
+        pod = observations.pods[0].container_ids[0]
+        body = "\n".join(
+            line.replace('syscall="sendto"', 'syscall="other"') if f'container_id="{pod}"' in line else line
+            for line in (first.body or "").split("\n")
+        )
+        broken = CollectorScrape(first.collector, now, body)
     else:
         raise ValueError(kind)
     return Observations(now, observations.pods, (broken, *rest))
 
 
-GAP_KINDS = ("down", "stale", "garbled", "no-series")
+GAP_KINDS = ("down", "stale", "garbled", "no-series", "nan", "inf", "negative", "hidden")

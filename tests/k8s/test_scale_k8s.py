@@ -90,7 +90,7 @@ def test_dry_run_reads_pods_and_container_ids_and_changes_nothing(setup: Setup) 
     assert len(lines) == 2
     assert "estimate_rps=75.00 desired=6 replicas=1->1 decision=hold reason=confirming-up" in lines[0]
     assert "replicas=1->6 decision=up reason=scale-up" in lines[1]
-    assert lines[1].endswith("(dry run)")
+    assert lines[1].endswith(" dry_run=true")
     assert setup.plane.replicas(NAMESPACE, "webapp") == 1
 
 
@@ -110,8 +110,8 @@ def test_scales_up_through_the_scale_subresource_and_replays_its_record(setup: S
          str(CALLS_PER_REQUEST), "--cpu-per-request-ms", "50"],
         capture_output=True, text=True, timeout=60, check=True,
     )  # fmt: skip
-    live = [line.removesuffix(" (dry run)") for line in out.stdout.splitlines()]
-    assert [line.removesuffix(" (replay)") for line in replayed.stdout.splitlines()] == live
+    live = out.stdout.splitlines()
+    assert [line.removesuffix(" replay=true") for line in replayed.stdout.splitlines()] == live
 
 
 def test_rbac_of_scaler_yaml_is_enough_and_no_more(setup: Setup) -> None:

@@ -90,6 +90,21 @@ def test_ranges_a_server_may_ignore_mean_the_whole_file(header: str | None) -> N
     assert parse_range(header, 100) is None
 
 
+@pytest.mark.parametrize(
+    ("header", "size"),
+    [("bytes=" + "9" * 5000 + "-", 100), ("bytes=" + "1" * 4301 + "-" + "2" * 4301, 100),
+     ("bytes=" + "0" * 5000 + "5-", 3)],
+)  # fmt: skip
+def test_offsets_of_thousands_of_digits_are_past_any_file(header: str, size: int) -> None:
+    assert isinstance(parse_range(header, size), Unsatisfiable)
+
+
+def test_huge_ends_and_suffixes_clip_to_the_file() -> None:
+    assert parse_range("bytes=5-" + "9" * 5000, 100) == ByteRange(5, 99)
+    assert parse_range("bytes=-" + "9" * 5000, 100) == ByteRange(0, 99)
+    assert parse_range("bytes=" + "0" * 5000 + "7-8", 100) == ByteRange(7, 8)
+
+
 entries = st.builds(
     IndexEntry,
     st.sampled_from(["croft-dataset.jsonl", "croft-dataset-20261020T130000Z.jsonl.zst", "x.txt", ".hidden"]),

@@ -16,7 +16,7 @@ import pytest
 
 from croft.adapters.kube.port import Denied, Unreachable
 from croft.adapters.kube.scale_api import KubeClient
-from croft.app.scale_loop import ScaleLoop, Target
+from croft.app.scale_loop import DENIAL_GRACE_S, ScaleLoop, Target
 from croft.domain.collector.snapshot import Instant
 from croft.domain.scaling.decision import ScaleConfig
 from croft.domain.scaling.record import decode_poll, replay
@@ -107,7 +107,7 @@ def test_dry_run_never_patches() -> None:
     scaler, lines = loop(cluster, dry_run=True)
     scaler.run(polls=3)
     assert cluster.scaled == []
-    assert lines[1].endswith("(dry run)")
+    assert lines[1].endswith(" dry_run=true")
 
 
 def test_an_unreachable_api_holds_and_breaks_the_streak() -> None:
@@ -120,16 +120,80 @@ def test_an_unreachable_api_holds_and_breaks_the_streak() -> None:
     cluster.down = False
     decision = scaler.poll()
     assert decision is not None and decision.action == "hold"
-    assert "decision=hold reason=api-unreachable: connection refused" in lines[1]
+    assert lines[1].endswith('decision=hold reason=api-unreachable detail="connection refused"')
     assert cluster.scaled == []
 
 
-def test_a_denied_verb_ends_the_run_as_a_user_error() -> None:
+def test_a_denial_inside_the_loop_holds_like_an_outage_then_passes() -> None:
+    # A restarting kube-apiserver answers 403 until its RBAC cache is loaded.
+    cluster = FakeCluster()
+    cluster.rps = 75.0
+    scaler, lines = loop(cluster)
+    assert scaler.poll() is not None
+    cluster.denied = True
+    for _ in range(5):  # 10 s of denials, inside the grace
+        assert scaler.poll() is None
+        cluster.now_ms += 2000
+    cluster.denied = False
+    assert scaler.poll() is not None
+    assert 'decision=hold reason=api-denied detail="the Kubernetes API denied get deployment' in lines[1]
+    assert cluster.scaled == []  # the streak started over after the denials
+    cluster.denied = True  # a new denial has the whole grace again
+    for _ in range(int(DENIAL_GRACE_S // 2)):
+        assert scaler.poll() is None
+        cluster.now_ms += 2000
+
+
+def test_a_denial_that_outlasts_the_grace_ends_the_run_as_a_user_error() -> None:
     cluster = FakeCluster()
     cluster.denied = True
-    scaler, _ = loop(cluster)
-    with pytest.raises(UserError, match=r"denied get deployment croft-exp/webapp \(HTTP 403\)"):
-        scaler.poll()
+    scaler, lines = loop(cluster)
+    with pytest.raises(
+        UserError, match=r"^the Kubernetes API denied get deployment croft-exp/webapp \(HTTP 403\)"
+    ):
+        while True:
+            scaler.poll()
+            cluster.now_ms += 2000
+    assert (cluster.now_ms - 1_000_000) / 1000 > DENIAL_GRACE_S
+    assert len(lines) == DENIAL_GRACE_S // 2 + 1
+
+
+@pytest.mark.parametrize("log_format", ["logfmt", "json"])
+def test_every_log_line_parses_in_its_format(log_format: str) -> None:
+    cluster = FakeCluster()
+    lines: list[str] = []
+    scaler = ScaleLoop(
+        TARGET, CONFIG, cluster, FakeClock(cluster), dry_run=False, log=lines.append, log_format=log_format
+    )
+    for rps, down in ((5.0, False), (75.0, False), (75.0, True), (75.0, False), (75.0, False)):
+        cluster.rps, cluster.down = rps, down
+        scaler.run(polls=1)
+        cluster.now_ms += 2000
+    for line in lines:
+        fields = json.loads(line) if log_format == "json" else parse_logfmt(line)
+        assert (
+            fields["decision"] in ("up", "down", "hold") and fields["reason"] and fields["ts"].endswith("Z")
+        )
+    assert any("api-unreachable" in line for line in lines)
+
+
+def parse_logfmt(line: str) -> dict[str, str]:
+    """A strict logfmt reader: key=bare or key="quoted with \\ escapes"; nothing else."""
+    fields, rest = {}, line
+    while rest:
+        key, sep, rest = rest.partition("=")
+        assert sep and key.isidentifier(), line
+        if rest.startswith('"'):
+            value, end = json.JSONDecoder().raw_decode(rest)
+            rest = rest[end:]
+        else:
+            value, _, rest = rest.partition(" ")
+            rest = " " + rest if rest else ""
+            assert '"' not in value, line
+        fields[key] = value
+        assert rest == "" or rest.startswith(" "), line
+        rest = rest[1:]
+    return fields
 
 
 def test_the_record_replays_to_the_same_decisions() -> None:

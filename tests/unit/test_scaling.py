@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+
+import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -103,6 +106,10 @@ def test_a_gap_holds_and_says_why(kind: str) -> None:
         "stale": "s old",
         "garbled": "bad /metrics",
         "no-series": "no series",
+        "nan": "serves sendto NaN, not a rate ≥ 0 (garbled data)",
+        "inf": "serves sendto +Inf, not a rate ≥ 0 (garbled data)",
+        "negative": "serves sendto -12.5, not a rate ≥ 0 (garbled data)",
+        "hidden": "is busy but has no sendto series: it may be inside syscall=other",
     }
     assert expected[kind] in decision.reason.detail
 
@@ -136,8 +143,22 @@ def test_log_line_names_estimate_desired_decision_and_reason() -> None:
 def test_config_problems_are_one_sentence() -> None:
     assert config_problem(CONFIG) is None
     bad = ScaleConfig("sendto", 0, 50)
-    assert config_problem(bad) == "--calls-per-request must be above 0 (syscalls of --syscall per request)"
+    assert config_problem(bad) == (
+        "--calls-per-request must be a finite number in [0.001, 1e+06] "
+        "(syscalls of --syscall per request), got 0"
+    )
     assert "--target" in (config_problem(ScaleConfig("sendto", 1, 50, target=1.5)) or "")
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf, 0.0, -1.0, 1e-300, 1e300])
+@pytest.mark.parametrize(
+    "field", ["calls_per_request", "cpu_per_request_ms", "target", "interval_s", "stabilization_s"]
+)
+def test_non_finite_zero_and_absurd_options_are_refused(field: str, value: float) -> None:
+    if field == "stabilization_s" and value in (0.0, 1e-300):
+        return  # no window at all is a valid choice
+    problem = config_problem(attrs.evolve(CONFIG, **{field: value}))
+    assert problem is not None and "must be a finite number in [" in problem and "\n" not in problem
 
 
 # -- laws ------------------------------------------------------------------------------------------

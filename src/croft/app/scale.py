@@ -14,6 +14,7 @@ from croft.errors import UserError
 
 if TYPE_CHECKING:
     from croft.domain.scaling.decision import ScaleConfig
+    from croft.domain.scaling.log import LogFormat
 
 
 def scale(
@@ -46,10 +47,23 @@ def scale(
         Path | None, Parameter(help="re-decide a --record file offline (a dry run; no API is contacted)")
     ] = None,
     polls: Annotated[int, Parameter(help="stop after this many polls; 0: run until stopped")] = 0,
+    log_format: Annotated[
+        str, Parameter(help="the decision log: logfmt (key=value, quoted values) or json (an object a line)")
+    ] = "logfmt",
 ) -> int:
     """Every poll, read the collectors' /metrics, turn the syscall rate of the Deployment's pods into a
-    request rate, and ask for rate x CPU per request / (CPU limit x target) replicas, rounded up."""
+    request rate, and ask for rate x CPU per request / (CPU limit x target) replicas, rounded up.
+
+    Each poll logs one line: estimate_rps, desired, replicas=from->to, decision, reason, detail. An
+    estimate ending in "+" is a lower bound: some data was missing or garbled (a collector did not
+    answer or was stale, a value was NaN, infinite or negative, a busy container had no series for
+    --syscall); such a poll may still scale up but never scales down, and detail says which case."""
     from croft.domain.scaling.decision import ScaleConfig, config_problem
+    from croft.domain.scaling.log import LOG_FORMATS
+
+    if log_format not in LOG_FORMATS:
+        raise UserError(f"--log-format must be logfmt or json, got {log_format!r:.40}")
+    fmt: LogFormat = "json" if log_format == "json" else "logfmt"
 
     config = ScaleConfig(
         syscall=syscall,
@@ -67,21 +81,21 @@ def scale(
     if record is not None and replay is not None:
         raise UserError("--record and --replay exclude each other: record a live run, then replay the file")
     if replay is not None:
-        return _replay(replay, config)
+        return _replay(replay, config, fmt)
     if not namespace or not deployment:
         raise UserError("name the Deployment to scale with --namespace and --deployment")
     if polls < 0:
         raise UserError("--polls must be 0 (run until stopped) or more")
     return _live(namespace, deployment, config, api, dry_run, collector_namespace, collector_selector,
-                 collector_port, record, polls)  # fmt: skip
+                 collector_port, record, polls, fmt)  # fmt: skip
 
 
 def _print(line: str) -> None:
     print(line, flush=True)
 
 
-def _replay(path: Path, config: ScaleConfig) -> int:
-    from croft.domain.scaling.decision import log_line
+def _replay(path: Path, config: ScaleConfig, fmt: LogFormat) -> int:
+    from croft.domain.scaling.log import decision_fields, render
     from croft.domain.scaling.record import NotARecord, RecordedPoll, decode_poll, replay
 
     try:
@@ -101,7 +115,7 @@ def _replay(path: Path, config: ScaleConfig) -> int:
     from croft.domain.utc import iso_ms
 
     for poll, decision in replay(polls, config):
-        _print(f"{iso_ms(poll.observations.now_ms)} {log_line(decision)} (replay)")
+        _print(render(iso_ms(poll.observations.now_ms), {**decision_fields(decision), "replay": True}, fmt))
     return 0
 
 
@@ -116,6 +130,7 @@ def _live(
     collector_port: int,
     record: Path | None,
     polls: int,
+    fmt: LogFormat,
 ) -> int:
     from croft.adapters.host.clock import SystemClock
     from croft.adapters.kube.port import Denied, NotFound, Unreachable
@@ -131,7 +146,9 @@ def _live(
         except OSError as exc:
             raise UserError(f"cannot write --record file {record}: {exc.strerror}") from None
     target = Target(namespace, deployment, collector_namespace, collector_selector, collector_port)
-    loop = ScaleLoop(target, config, client, clock, dry_run=dry_run, log=_print, record=record_file)
+    loop = ScaleLoop(
+        target, config, client, clock, dry_run=dry_run, log=_print, record=record_file, log_format=fmt
+    )
     previous = signal.signal(signal.SIGTERM, lambda *_: clock.wake())
     try:
         # The first call checks what a typo or a missing Role would break, before any loop runs.

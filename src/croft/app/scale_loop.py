@@ -24,9 +24,9 @@ from croft.domain.scaling.decision import (
     ScaleConfig,
     ScaleHistory,
     desired_replicas,
-    log_line,
 )
 from croft.domain.scaling.kube import deployment_view, label_selector, pod_view
+from croft.domain.scaling.log import LogFormat, decision_fields, hold_fields, render
 from croft.domain.scaling.record import RecordedPoll, encode_poll
 from croft.domain.schedule import next_deadline
 from croft.domain.utc import iso_ms
@@ -44,8 +44,18 @@ class Target:
     collector_port: int
 
 
+DENIAL_GRACE_S = 30.0
+"""How long 401/403 answers may last inside the loop before croft scale stops. A restarting
+kube-apiserver answers 403 to authorized users for about half a second after its port opens, until
+its RBAC cache is loaded; a Role really taken away is still reported, a grace period later."""
+
+
 class ApiDown(Exception):
     """The API did not answer this poll; the loop holds and tries again next poll."""
+
+
+class ApiDenied(ApiDown):
+    """The API refused a call this poll (401/403); the loop holds until the denial outlasts the grace."""
 
 
 class ScaleLoop:
@@ -61,13 +71,34 @@ class ScaleLoop:
         dry_run: bool,
         log: Callable[[str], None],
         record: TextIO | None = None,
+        log_format: LogFormat = "logfmt",
+        denial_grace_s: float = DENIAL_GRACE_S,
     ) -> None:
-        """An `Unreachable` API holds the poll; any other `KubeError` (`Denied` too, also from a
-        scrape) ends the run as a UserError; any other scrape failure is a gap."""
+        """An `Unreachable` API holds the poll; so does a `Denied` one (also from a scrape or the
+        patch) until denials have lasted `denial_grace_s` without a poll free of them, which ends the
+        run as a UserError with the API's sentence; any other `KubeError` ends it at once; any other
+        scrape failure is a gap."""
         self.target, self.config = target, config
         self._kube, self._clock = kube, clock
         self._dry_run, self._log, self._record = dry_run, log, record
+        self._log_format = log_format
+        self._grace_ns = int(denial_grace_s * 1e9)
+        self._denied_since_ns: int | None = None
+        self._denied_now = False
         self.history = ScaleHistory()
+
+    def _emit(self, now_ms: int, fields: dict[str, str | int | float | bool | None]) -> None:
+        self._log(render(iso_ms(now_ms), fields, self._log_format))
+
+    def _denied(self, exc: Exception) -> ApiDenied:
+        """Note a denial; raises `UserError` with the API's sentence once denials outlast the grace."""
+        now_ns = self._clock.now().monotonic_ns
+        if self._denied_since_ns is None:
+            self._denied_since_ns = now_ns
+        self._denied_now = True
+        if now_ns - self._denied_since_ns > self._grace_ns:
+            raise UserError(str(exc))
+        return ApiDenied(str(exc))
 
     def _now_ms(self) -> int:
         return self._clock.now().unix_ms
@@ -77,6 +108,8 @@ class ScaleLoop:
             return what()
         except Unreachable as exc:
             raise ApiDown(str(exc)) from None
+        except Denied as exc:
+            raise self._denied(exc) from None
         except KubeError as exc:
             raise UserError(str(exc)) from None
 
@@ -89,7 +122,7 @@ class ScaleLoop:
             port = self.target.collector_port
             body = self._kube.pod_metrics(self.target.collector_namespace, name, port)
         except Denied as exc:
-            raise UserError(str(exc)) from None
+            raise self._denied(exc) from None
         except Exception as exc:  # any failure of one collector is a gap, never a crash of the loop
             return CollectorScrape(name, self._now_ms(), None, str(exc) or type(exc).__name__)
         return CollectorScrape(name, self._now_ms(), body)
@@ -111,21 +144,34 @@ class ScaleLoop:
         return view, Observations(now_ms, tuple(pod_view(p) for p in pods), tuple(scrapes))
 
     def poll(self) -> Decision | None:
-        """One poll; None when the API did not answer (logged; the up streak starts over)."""
+        """One poll; None when the API did not answer or refused (logged; the up streak starts
+        over). Raises `UserError` when denials outlast the grace period."""
         now_ms = self._now_ms()
+        self._denied_now = False
+        try:
+            decision = self._decide(now_ms)
+        finally:
+            if not self._denied_now:
+                self._denied_since_ns = None
+        return decision
+
+    def _decide(self, now_ms: int) -> Decision | None:
         try:
             view, observations = self.observe(now_ms)
         except ApiDown as exc:
             self.history = attrs.evolve(self.history, up_streak=0)
-            self._log(f"{iso_ms(now_ms)} decision=hold reason=api-unreachable: {exc}")
+            reason = "api-denied" if isinstance(exc, ApiDenied) else "api-unreachable"
+            self._emit(now_ms, hold_fields(reason, str(exc)))
             return None
         decision = desired_replicas(observations, view, self.config, self.history)
         self.history = decision.history
         if self._record is not None:
             self._record.write(encode_poll(RecordedPoll(view, observations)) + "\n")
             self._record.flush()
-        dry = " (dry run)" if self._dry_run and decision.action != "hold" else ""
-        self._log(f"{iso_ms(now_ms)} {log_line(decision)}{dry}")
+        fields = decision_fields(decision)
+        if self._dry_run and decision.action != "hold":
+            fields["dry_run"] = True
+        self._emit(now_ms, fields)
         if decision.action != "hold" and not self._dry_run:
             self._apply(decision)
         return decision
@@ -138,7 +184,7 @@ class ScaleLoop:
             # Not applied: let the next poll that still asks for more try again at once.
             if decision.action == "up":
                 self.history = attrs.evolve(self.history, up_streak=self.config.confirm_polls - 1)
-            self._log(f"{iso_ms(self._now_ms())} patch-failed: {exc}")
+            self._emit(self._now_ms(), hold_fields("patch-failed", str(exc)))
 
     def run(self, polls: int = 0) -> None:
         """Poll every `config.interval_s` on a fixed schedule until the clock is woken (a stop was

@@ -24,6 +24,10 @@ from croft.errors import UserError
 log = logging.getLogger("croft.http")
 
 CLIENT_TIMEOUT_S = 30.0
+# Connections the kernel queues for accept() (capped by net.core.somaxconn). socketserver's default
+# of 5 overflowed under 200 concurrent scrapers although each is answered in milliseconds; Go's
+# net/http (node_exporter) listens with somaxconn, 4096 on current kernels.
+LISTEN_BACKLOG = 4096
 
 
 @attrs.frozen
@@ -74,6 +78,7 @@ class HttpServer:
         class Server(ThreadingHTTPServer):
             address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
             daemon_threads = True
+            request_queue_size = LISTEN_BACKLOG
 
         self._server = Server((host, port), _handler_class(self._resolve))
 

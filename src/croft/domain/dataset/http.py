@@ -74,16 +74,26 @@ def parse_range(header: str | None, size_bytes: int) -> ByteRange | Unsatisfiabl
     if not first and not last:
         return None
     if not first:  # the last n bytes
-        suffix = int(last)
+        suffix = _offset(last)
         if suffix == 0 or size_bytes == 0:
             return Unsatisfiable()
         return ByteRange(max(size_bytes - suffix, 0), size_bytes - 1)
-    start = int(first)
-    if last and int(last) < start:
+    start = _offset(first)
+    if last and _offset(last) < start:
         return None  # invalid: ignored, the whole file
     if start >= size_bytes:
         return Unsatisfiable()
-    return ByteRange(start, min(int(last), size_bytes - 1) if last else size_bytes - 1)
+    return ByteRange(start, min(_offset(last), size_bytes - 1) if last else size_bytes - 1)
+
+
+_BEYOND_ANY_FILE = 1 << 64
+
+
+def _offset(digits: str) -> int:
+    """A byte offset of a Range header; one of more than 19 digits is past any file (and is not
+    converted: Python refuses to turn more than 4300 digits into an int)."""
+    stripped = digits.lstrip("0") or "0"
+    return int(stripped) if len(stripped) <= 19 else _BEYOND_ANY_FILE
 
 
 @attrs.frozen

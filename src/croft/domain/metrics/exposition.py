@@ -113,13 +113,19 @@ def parse_line(line: str, line_no: int = 1) -> Sample:
     return Sample(name, labels, _parse_value(fields[0], line_no), timestamp_ms)
 
 
+def _needles(needle: str | tuple[str, ...]) -> tuple[str, ...]:
+    return (needle,) if isinstance(needle, str) else needle
+
+
 def parse_exposition(
-    text: str, names: Collection[str] | None = None, containing: Mapping[str, str] | None = None
+    text: str,
+    names: Collection[str] | None = None,
+    containing: Mapping[str, str | tuple[str, ...]] | None = None,
 ) -> tuple[Sample, ...]:
     """Every sample of `text`, in order. With `names`, only samples of those metrics (other lines are
     skipped unparsed); with `containing`, a line of metric `name` is parsed only if it contains
-    `containing[name]` as text (a cheap pre-filter: a caller wanting `syscall="sendto"` passes
-    `'"sendto"'`). Raises `BadExposition` for a malformed line it parses."""
+    `containing[name]` as text, or one of them when a tuple (a cheap pre-filter: a caller wanting
+    `syscall="sendto"` passes `'"sendto"'`). Raises `BadExposition` for a malformed line it parses."""
     samples: list[Sample] = []
     wanted = tuple(names) if names is not None else None
     for line_no, raw in enumerate(text.split("\n"), start=1):
@@ -132,7 +138,7 @@ def parse_exposition(
             if name not in wanted:
                 continue
             needle = containing.get(name) if containing else None
-            if needle is not None and needle not in line:
+            if needle is not None and not any(n in line for n in _needles(needle)):
                 continue
         elif not line or line.startswith("#"):
             continue

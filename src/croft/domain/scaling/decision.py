@@ -64,24 +64,45 @@ class ScaleConfig:
         return int(2 * max(self.interval_s, names.COLLECTOR_POLL_S) * 1000)
 
 
+# The ranges options must fall in: beyond them an option is a typo or a unit mistake, and the
+# arithmetic of the decision (ms from seconds, a need of rate x cost / share) stays finite.
+OPTION_RANGES: dict[str, tuple[float, float, str]] = {
+    "--calls-per-request": (1e-3, 1e6, "syscalls of --syscall per request"),
+    "--cpu-per-request-ms": (1e-3, 1e6, "CPU milliseconds per request"),
+    "--target": (0.01, 1.0, "a share of the CPU limit such as 0.7"),
+    "--interval": (0.1, 3600.0, "seconds between polls"),
+    "--stabilization-secs": (0.0, 86400.0, "seconds of the scale-down window"),
+}
+
+
+def _out_of_range(option: str, value: float) -> str | None:
+    low, high, what = OPTION_RANGES[option]
+    if math.isfinite(value) and low <= value <= high:
+        return None
+    return f"{option} must be a finite number in [{low:g}, {high:g}] ({what}), got {value!r}"
+
+
 def config_problem(config: ScaleConfig) -> str | None:
-    """One sentence naming the first invalid option, or None when the configuration is usable."""
+    """One sentence naming the first invalid option, or None when the configuration is usable.
+    NaN, infinities and values outside `OPTION_RANGES` are invalid."""
     if not config.syscall:
         return "--syscall is empty; name the syscall that counts requests, e.g. sendto"
-    if not config.calls_per_request > 0:
-        return "--calls-per-request must be above 0 (syscalls of --syscall per request)"
-    if not config.cpu_per_request_ms > 0:
-        return "--cpu-per-request-ms must be above 0 (CPU milliseconds per request)"
-    if not 0 < config.target <= 1:
-        return "--target must be in (0, 1], a share of the CPU limit such as 0.7"
-    if config.max_replicas < 1:
-        return "--max-replicas must be at least 1"
-    if config.confirm_polls < 1:
-        return "--confirm-polls must be at least 1"
-    if not config.interval_s > 0:
-        return "--interval must be above 0 seconds"
-    if config.stabilization_s < 0:
-        return "--stabilization-secs must be 0 or more"
+    if not config.syscall.isprintable() or '"' in config.syscall or "\\" in config.syscall:
+        return f"--syscall {config.syscall!r:.60} is not a syscall name; give e.g. sendto"
+    floats = (
+        ("--calls-per-request", config.calls_per_request),
+        ("--cpu-per-request-ms", config.cpu_per_request_ms),
+        ("--target", config.target),
+        ("--interval", config.interval_s),
+        ("--stabilization-secs", config.stabilization_s),
+    )
+    for option, value in floats:
+        if (problem := _out_of_range(option, value)) is not None:
+            return problem
+    if not 1 <= config.max_replicas <= 10_000:
+        return "--max-replicas must be from 1 to 10000"
+    if not 1 <= config.confirm_polls <= 1000:
+        return "--confirm-polls must be from 1 to 1000"
     return None
 
 
@@ -179,6 +200,9 @@ def estimate_rate(observations: Observations, config: ScaleConfig) -> Estimate:
     gaps: list[str] = []
     known: set[str] = set()
     rates: dict[str, float] = {}
+    garbled: dict[str, str] = {}  # container: what was not a rate >= 0
+    hidden: dict[str, bool] = {}  # container: its syscall="other" is above 0
+    busy: dict[str, bool] = {}  # container: it used CPU or made syscalls
     now = observations.now_ms
     syscall = config.syscall
     if not observations.scrapes:
@@ -193,7 +217,8 @@ def estimate_rate(observations: Observations, config: ScaleConfig) -> Estimate:
             )
             continue
         try:
-            samples = parse_exposition(scrape.body, _WANTED, {names.CONTAINER_SYSCALL_RATE: f'"{syscall}"'})
+            wanted = (f'"{syscall}"', f'"{names.OTHER_SYSCALLS}"')
+            samples = parse_exposition(scrape.body, _WANTED, {names.CONTAINER_SYSCALL_RATE: wanted})
         except BadExposition as exc:
             gaps.append(f"collector {scrape.collector} served bad /metrics: {exc}")
             continue
@@ -210,28 +235,54 @@ def estimate_rate(observations: Observations, config: ScaleConfig) -> Estimate:
             if container is None or sample.name == names.LAST_POLL_TIMESTAMP_SECONDS:
                 continue
             known.add(container)
-            counts = (
-                sample.name == names.CONTAINER_SYSCALL_RATE and sample.label(names.LABEL_SYSCALL) == syscall
-            )
-            if counts and math.isfinite(sample.value) and sample.value >= 0:
+            sound = math.isfinite(sample.value) and sample.value >= 0
+            if sample.name == names.CONTAINER_CPU_CORES:
+                busy[container] = busy.get(container, False) or not sound or sample.value > 0
+                continue
+            which = sample.label(names.LABEL_SYSCALL)
+            if which not in (syscall, names.OTHER_SYSCALLS):
+                continue
+            if not sound:
+                garbled.setdefault(container, f"{scrape.collector} serves {which} {_value(sample.value)}")
+            elif which == syscall:
                 rates[container] = max(rates.get(container, 0.0), sample.value)
+            else:
+                hidden[container] = hidden.get(container, False) or sample.value > 0
+                busy[container] = busy.get(container, False) or sample.value > 0
     calls = 0.0
     counted = 0
     for pod in observations.pods:
         for container in pod.container_ids:
-            if container in known:
-                calls += rates.get(container, 0.0)
-                counted += 1
-            else:
-                gaps.append(f"pod {pod.name} container {container[:12]} has no series")
+            where = f"pod {pod.name} container {container[:12]}"
+            if container not in known:
+                gaps.append(f"{where} has no series")
+                continue
+            counted += 1
+            calls += rates.get(container, 0.0)
+            if container in garbled:
+                gaps.append(f"{where}: collector {garbled[container]}, not a rate ≥ 0 (garbled data)")
+            elif container not in rates and hidden.get(container, False):
+                gaps.append(
+                    f"{where} is busy but has no {syscall} series: it may be inside syscall=other, "
+                    f"outside the {names.SYSCALLS_PER_CONTAINER} exported"
+                )
+            elif container not in rates and busy.get(container, False):
+                gaps.append(f"{where} is busy but has no {syscall} series")
     return Estimate(
         request_rate=calls / config.calls_per_request, containers_counted=counted, gaps=tuple(gaps)
     )
 
 
+def _value(value: float) -> str:
+    return "NaN" if math.isnan(value) else ("+Inf" if value == math.inf else repr(value))
+
+
 def replicas_for(request_rate: float, cpu_limit_cores: float, config: ScaleConfig) -> int:
-    """ceil(rate × CPU per request ÷ (CPU limit × target)), clamped to [1, max_replicas]."""
+    """ceil(rate × CPU per request ÷ (CPU limit × target)), clamped to [1, max_replicas] (a need
+    beyond any float, from absurd rates, is max_replicas)."""
     need = request_rate * (config.cpu_per_request_ms / 1000) / (cpu_limit_cores * config.target)
+    if not need < config.max_replicas:  # also NaN and +Inf
+        return config.max_replicas
     # A need of exactly n must not become n + 1 through float noise (e.g. 2.0000000000000004).
     return min(max(math.ceil(need - 1e-9), 1), config.max_replicas)
 
@@ -308,12 +359,8 @@ def desired_replicas(
 
 
 def log_line(decision: Decision) -> str:
-    """The one line per poll: estimate, desired, decision and reason."""
-    estimate = decision.estimate
-    rate = "-" if estimate is None else f"{estimate.request_rate:.2f}"
-    bound = "" if estimate is None or estimate.complete else "+"
-    desired = "-" if decision.desired is None else str(decision.desired)
-    return (
-        f"estimate_rps={rate}{bound} desired={desired} replicas={decision.current}->{decision.replicas} "
-        f"decision={decision.action} reason={decision.reason.code}: {decision.reason.detail}"
-    )
+    """The one line per poll as logfmt, without its time: estimate, desired, decision and reason
+    (see `croft.domain.scaling.log`)."""
+    from croft.domain.scaling.log import decision_fields, logfmt
+
+    return logfmt(decision_fields(decision))
