@@ -68,7 +68,7 @@ def in_process(fn) -> Run:  # type: ignore[no-untyped-def]
 def dataset(gb: float) -> tuple[Path, str]:
     manifest = DATA / "manifest.json"
     wanted = {"gb": gb, "nodes": NODES, "segment_polls": SEGMENT_POLLS, "v": 1}
-    if manifest.exists() and json.loads(manifest.read_text())["params"] == wanted:
+    if manifest.exists() and json.loads(manifest.read_text())["params"] == json.loads(json.dumps(wanted)):
         return DATA / "nodes", json.loads(manifest.read_text())["container"]
     shutil.rmtree(DATA, ignore_errors=True)
     print(f"generating {gb} GB under {DATA} (once) ...", flush=True)

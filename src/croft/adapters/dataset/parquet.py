@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -77,69 +78,58 @@ def _strings(values: Sequence[str | None]) -> pa.DictionaryArray:
     return pa.array(values, pa.string()).dictionary_encode()
 
 
-def _struct(struct_type: pa.StructType, columns: dict[str, pa.Array]) -> pa.StructArray:
+def _columns(objects: Sequence[Any], struct_type: pa.StructType) -> list[pa.Array]:
+    """The fields of `struct_type` read from each object's attributes of the same names, one Arrow
+    array per field (map and attrgetter: no Python-level loop per value)."""
+    fields = [struct_type.field(i) for i in range(struct_type.num_fields)]
+    if not objects:
+        return [pa.array([], f.type) for f in fields]
+    columns = [list(map(attrgetter(f.name), objects)) for f in fields]
+    return [
+        _strings(values) if pa.types.is_dictionary(f.type) else pa.array(values, f.type)
+        for f, values in zip(fields, columns, strict=True)
+    ]
+
+
+def _struct(objects: Sequence[Any], struct_type: pa.StructType) -> pa.StructArray:
     return pa.StructArray.from_arrays(
-        [columns[struct_type.field(i).name] for i in range(struct_type.num_fields)],
-        fields=[struct_type.field(i) for i in range(struct_type.num_fields)],
+        _columns(objects, struct_type), fields=[struct_type.field(i) for i in range(struct_type.num_fields)]
     )
 
 
-def _floats(rows: Sequence[Any], attr: str) -> pa.Array:
-    return pa.array([getattr(r, attr) for r in rows], pa.float64())
+_TOP = pa.struct(
+    [SCHEMA.field(name) for name in ("unix_ms", "tgid", "workload", "ioctl_count", "since_last_gpu_ioctl_ms")]
+)
 
 
-def _ints(rows: Sequence[Any], attr: str) -> pa.Array:
-    return pa.array([getattr(r, attr) for r in rows], pa.int64())
-
-
-def table_of(rows: Sequence[Row]) -> pa.Table:
-    """The rows as one Arrow table of `SCHEMA`, in the order given."""
-    procs = [r.process for r in rows]
-    usages = [r.usage for r in rows]
-    cgroups = [r.cgroup_usage for r in rows]
-    process = _struct(
-        PROCESS,
-        {name: _strings([getattr(p, name) for p in procs]) for name in PROCESS.names},
+def table_of(rows: Sequence[Row] | Sequence[Any]) -> pa.Table:
+    """The rows (`Row` values, or the fast readers' structs of the same fields) as one Arrow table
+    of `SCHEMA`, in the order given."""
+    unix_ms, tgid, workload, ioctl_count, since_last = _columns(
+        rows, pa.struct([pa.field("unix_ms", pa.int64()), *list(_TOP)[1:]])
     )
-    usage = _struct(
-        USAGE,
-        {
-            f.name: (_ints if pa.types.is_integer(f.type) else _floats)(usages, f.name)
-            for f in (USAGE.field(i) for i in range(USAGE.num_fields))
-        },
-    )
-    cgroup_usage = _struct(
-        CGROUP_USAGE,
-        {
-            f.name: (_ints if pa.types.is_integer(f.type) else _floats)(cgroups, f.name)
-            for f in (CGROUP_USAGE.field(i) for i in range(CGROUP_USAGE.num_fields))
-        },
-    )
-    offsets = [0]
     names: list[str] = []
     rates: list[float] = []
+    offsets = [0]
     for row in rows:
         for call in row.syscalls:
             names.append(call.name)
             rates.append(call.rate_per_sec)
         offsets.append(len(names))
     calls = pa.StructArray.from_arrays(
-        [_strings(names), pa.array(rates, pa.float64())],
-        fields=[SYSCALL.field(0), SYSCALL.field(1)],
+        [_strings(names), pa.array(rates, pa.float64())], fields=[SYSCALL.field(0), SYSCALL.field(1)]
     )
-    syscalls = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), calls).cast(
-        SCHEMA.field("syscalls").type
-    )
+    syscalls = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), calls)
     columns = [
-        pa.array([r.unix_ms for r in rows], pa.int64()).cast(pa.timestamp("ms", tz="UTC")),
-        pa.array([r.tgid for r in rows], pa.int64()),
-        process,
-        _strings([r.workload for r in rows]),
-        pa.array([r.ioctl_count for r in rows], pa.int64()),
-        pa.array([r.since_last_gpu_ioctl_ms for r in rows], pa.int64()),
-        usage,
-        cgroup_usage,
-        syscalls,
+        unix_ms.cast(pa.timestamp("ms", tz="UTC")),
+        tgid,
+        _struct([r.process for r in rows], PROCESS),
+        workload,
+        ioctl_count,
+        since_last,
+        _struct([r.usage for r in rows], USAGE),
+        _struct([r.cgroup_usage for r in rows], CGROUP_USAGE),
+        syscalls.cast(SCHEMA.field("syscalls").type),
         _strings([r.label for r in rows]),
     ]
     return pa.Table.from_arrays(columns, schema=SCHEMA)
@@ -161,7 +151,7 @@ class PartWriter:
         self._writer: pq.ParquetWriter | None = None
         self.rows = 0
 
-    def add(self, rows: Sequence[Row]) -> None:
+    def add(self, rows: Sequence[Row] | Sequence[Any]) -> None:
         if not rows:
             return
         table = table_of(rows)
