@@ -31,7 +31,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from croft.adapters.dataset.files import DatasetFile, Lines, Part, find_files, lines_of
+from croft.adapters.dataset.files import DatasetFile, Lines, Part, find_files, lines_of, shown
 from croft.domain.dataset.lines import last_line, lines_with, verdict
 from croft.domain.dataset.row import Row
 from croft.domain.dataset.skips import SkipTally
@@ -107,7 +107,7 @@ def _rows_of(dataset_file: DatasetFile, skips: SkipTally, needle: bytes | None) 
             elif found is not None:
                 yield found
     for kind, count in skipped.items():
-        skips.line(str(dataset_file.path), kind, count)
+        skips.line(shown(dataset_file.path), kind, count)
 
 
 def _within(row: Row, container_id: str | None, from_ms: int | None, to_ms: int | None) -> bool:

@@ -306,7 +306,7 @@ def read_part(
 def lines_of(part: Part, skips: SkipTally) -> Iterator[Lines | Torn]:
     """`read_part(part)` for a reader: too-long lines and damage counted in `skips`, under the
     file's name; the `Lines` and `Torn` left for the reader to judge (`croft.domain.dataset.lines`)."""
-    name = str(part.file.path)
+    name = shown(part.file.path)
     for item in read_part(part):
         if isinstance(item, TooLong):
             skips.line(name, TOO_LONG)

@@ -21,7 +21,16 @@ from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
-from croft.adapters.dataset.files import DatasetFile, Lines, Part, find_files, lines_of, split, work_bytes
+from croft.adapters.dataset.files import (
+    DatasetFile,
+    Lines,
+    Part,
+    find_files,
+    lines_of,
+    shown,
+    split,
+    work_bytes,
+)
 from croft.domain.dataset.lines import decode_block, last_line, lines_with, view
 from croft.domain.dataset.profile import ProfileAccumulator
 from croft.domain.dataset.skips import SkipTally
@@ -144,4 +153,4 @@ def profile_of_part(part: Part, prefix: str, from_ms: int | None, to_ms: int | N
 
 def _count(skips: SkipTally, part: Part, skipped: Counter[str]) -> None:
     for kind, count in skipped.items():
-        skips.line(str(part.file.path), kind, count)
+        skips.line(shown(part.file.path), kind, count)
