@@ -13,7 +13,7 @@ class PlainAppendSink:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._file = path.open("ab")
 
-    def append(self, lines: bytes, now_ms: int) -> None:
+    def append(self, lines: bytes, now_ms: int, monotonic_ns: int | None = None) -> None:
         """Write this poll's `lines` (complete JSON lines) at wall time `now_ms`."""
         if lines:
             self._file.write(lines)

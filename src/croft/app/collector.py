@@ -29,7 +29,7 @@ REPORT_EVERY_POLLS = 30
 class RowSink(Protocol):
     """Where rows go: the plain file or the rotating dataset writer."""
 
-    def append(self, lines: bytes, now_ms: int) -> None: ...
+    def append(self, lines: bytes, now_ms: int, monotonic_ns: int | None = None) -> None: ...
 
     def close(self) -> None: ...
 
@@ -73,7 +73,7 @@ class Pipeline:
         if self._recorder is not None:
             self._recorder.record(poll)
         rows, self.state = collect.rows(self._previous, poll, self.state, self._config)
-        self._sink.append(b"".join(encode_row(row) for row in rows), poll.at.unix_ms)
+        self._sink.append(b"".join(encode_row(row) for row in rows), poll.at.unix_ms, poll.at.monotonic_ns)
         self._previous = poll
         if self._observer is not None:
             self._observer.observe(poll, rows)

@@ -1,8 +1,12 @@
 """The dataset sink: the live file, its rotation into segments, compression and retention.
 
-The collector calls `append(lines, now_ms)` once per poll with that poll's encoded rows and `close()`
-at shutdown. Decisions come from `croft.domain.dataset.rotation`; this module gathers the facts (sizes,
-names, mtimes), reads nothing but the directory and the live file's first line, and carries them out.
+The collector calls `append(lines, now_ms, monotonic_ns)` once per poll with that poll's encoded rows
+and `close()` at shutdown. Wall time (`now_ms`) names segments and dates files; every interval within
+the run (rotation age, this run's segments' retention age, the housekeeping and retry schedules, the
+once-a-minute warnings) is measured on the monotonic clock, so a wall clock that steps back or
+forward neither delays rotation, nor silences warnings, nor deletes what this run just wrote.
+Decisions come from `croft.domain.dataset.rotation`; this module gathers the facts (sizes, names,
+mtimes), reads nothing but the directory and the live file's first line, and carries them out.
 
 Durability (the fsync policy):
 - each poll is one `write(2)` of whole lines to the live file (`O_APPEND`), never buffered in the
@@ -140,6 +144,9 @@ class DatasetWriter:
         self._retry_after: dict[SegmentName, int] = {}
         self._blocked: set[SegmentName] = set()
         self._last_write_ms: int | None = None
+        self._last_write_ns: int | None = None  # monotonic
+        self._closed_at_ns: dict[SegmentName, int] = {}  # this run's segments: their newest row, monotonic
+        self._mono_ms = 0  # the current poll's monotonic time, ms
         self._next_housekeeping_ms: int | None = None
         self._last_drop_log_ms: int | None = None
         self._dropped_since_log = 0
@@ -151,18 +158,21 @@ class DatasetWriter:
 
     # --- the sink port -------------------------------------------------------------------------
 
-    def append(self, lines: bytes, now_ms: int) -> None:
-        """Write one poll's rows (whole lines, `\\n`-terminated) at poll time `now_ms` (unix ms)."""
+    def append(self, lines: bytes, now_ms: int, monotonic_ns: int | None = None) -> None:
+        """Write one poll's rows (whole lines, `\\n`-terminated) at poll time `now_ms` (unix ms) and
+        `monotonic_ns` (CLOCK_MONOTONIC; None: taken to be `now_ms`, for callers with one clock)."""
+        mono_ns = now_ms * 1_000_000 if monotonic_ns is None else monotonic_ns
+        self._mono_ms = mono_ns // 1_000_000
         taken = [*self._blocked, *(s.name for s in self._known)]
-        rotation = plan_rotation(self._live, now_ms, self._limits, taken)
+        rotation = plan_rotation(self._live, now_ms, self._limits, taken, now_monotonic_ns=mono_ns)
         if rotation is not None:
             self._rotate(rotation, now_ms)
         if lines:
-            self._write(lines, now_ms)
+            self._write(lines, now_ms, mono_ns)
         news, failed = self.compressor.take_news()
         for segment in failed:
-            self._retry_after[segment] = now_ms + RETRY_MS
-        if news or self._next_housekeeping_ms is None or now_ms >= self._next_housekeeping_ms:
+            self._retry_after[segment] = self._mono_ms + RETRY_MS
+        if news or self._next_housekeeping_ms is None or self._mono_ms >= self._next_housekeeping_ms:
             self._housekeep(now_ms)
 
     def close(self) -> None:
@@ -261,7 +271,7 @@ class DatasetWriter:
         try:
             self._disk.replace(self._path, self._dir / names[0])
         except OSError as exc:
-            self._warn(now_ms, f"could not close the live file as {names[0]} ({exc.strerror}); retrying")
+            self._warn(f"could not close the live file as {names[0]} ({exc.strerror}); retrying")
             return
         LOG.info("closed %s as %s: %s", self._path.name, names[0], rotation.reason)
         if self._last_write_ms is not None:
@@ -269,6 +279,9 @@ class DatasetWriter:
             ns = self._last_write_ms * 1_000_000
             with contextlib.suppress(OSError):
                 os.utime(self._dir / names[0], ns=(ns, ns))
+        self._closed_at_ns[segment] = (
+            self._last_write_ns if self._last_write_ns is not None else self._mono_ms * 1_000_000
+        )
         self._closed += 1
         if self._fd is not None:
             os.close(self._fd)
@@ -277,7 +290,7 @@ class DatasetWriter:
         except OSError:
             self._fd = None  # the next write tries again, and drops its rows if it cannot
         self._live = LiveFile(0, None)
-        self._last_write_ms = None
+        self._last_write_ms = self._last_write_ns = None
         self._known = (*self._known, Segment(segment, (names[0],), 0, now_ms, kinds=frozenset({"plain"})))
         try:
             fsync_directory(self._dir)
@@ -286,7 +299,7 @@ class DatasetWriter:
         self.compressor.submit(segment)
         self._next_housekeeping_ms = None
 
-    def _write(self, lines: bytes, now_ms: int) -> None:
+    def _write(self, lines: bytes, now_ms: int, mono_ns: int) -> None:
         rows = lines.count(b"\n")
         offset = self._live.size_bytes
         try:
@@ -303,33 +316,40 @@ class DatasetWriter:
                 except OSError as trunc:
                     LOG.warning("could not cut a short write off %s: %s", self._path, trunc.strerror)
             why = "the disk is full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else exc.strerror
-            self._warn(now_ms, f"dropping rows: {why} ({self._rows_dropped} dropped so far)")
+            self._warn(f"dropping rows: {why} ({self._rows_dropped} dropped so far)")
             return
         if self._dropped_since_log:
             LOG.warning("writing %s again after dropping %d rows", self._path, self._dropped_since_log)
             self._dropped_since_log = 0
             self._last_drop_log_ms = None
         self._rows_written += rows
-        self._last_write_ms = now_ms
-        first = self._live.first_row_ms if self._live.first_row_ms is not None else now_ms
-        self._live = attrs.evolve(self._live, size_bytes=offset + len(lines), first_row_ms=first)
+        self._last_write_ms, self._last_write_ns = now_ms, mono_ns
+        if self._live.first_row_ms is None:
+            self._live = attrs.evolve(self._live, first_row_ms=now_ms, first_row_monotonic_ns=mono_ns)
+        self._live = attrs.evolve(self._live, size_bytes=offset + len(lines))
 
-    def _warn(self, now_ms: int, message: str) -> None:
-        """A warning about a failure that repeats every poll, at most once per LOG_EVERY_MS."""
-        if self._last_drop_log_ms is None or now_ms - self._last_drop_log_ms >= LOG_EVERY_MS:
+    def _warn(self, message: str) -> None:
+        """A warning about a failure that repeats every poll, at most once per LOG_EVERY_MS of the
+        monotonic clock (wall time would go silent for as long as a step back)."""
+        if self._last_drop_log_ms is None or self._mono_ms - self._last_drop_log_ms >= LOG_EVERY_MS:
             LOG.warning("%s", message)
-            self._last_drop_log_ms = now_ms
+            self._last_drop_log_ms = self._mono_ms
 
     def _housekeep(self, now_ms: int) -> None:
         """Retention, and compression of segments still plain, from a fresh look at the directory."""
-        self._next_housekeeping_ms = now_ms + HOUSEKEEPING_MS
+        self._next_housekeeping_ms = self._mono_ms + HOUSEKEEPING_MS
         try:
             listing = list_directory(self._dir)
         except OSError as exc:
             LOG.warning("could not list %s: %s", self._dir, exc.strerror)
             return
         segments = segments_on_disk(listing, self._naming, self.compressor.busy())
-        plan = plan_retention(segments, now_ms, self._limits, live_bytes=self._live.size_bytes)
+        mono_ns = self._mono_ms * 1_000_000
+        ages = {name: (mono_ns - at) // 1_000_000 for name, at in self._closed_at_ns.items()}
+        just_written = max(self._closed_at_ns, default=None)
+        plan = plan_retention(
+            segments, now_ms, self._limits, live_bytes=self._live.size_bytes, ages_ms=ages, keep=just_written
+        )
         gone: set[SegmentName] = set()
         for deletion in plan.delete:
             if not self.compressor.discard(deletion.segment):
@@ -340,9 +360,12 @@ class DatasetWriter:
             self._deleted += 1
             gone.add(deletion.segment)
         self._known = tuple(s for s in segments if s.name not in gone)
-        self._retry_after = {k: v for k, v in self._retry_after.items() if v > now_ms}
+        for name in gone:
+            self._closed_at_ns.pop(name, None)
+        now = self._mono_ms
+        self._retry_after = {k: v for k, v in self._retry_after.items() if v > now}
         for seg in self._known:
-            if seg.waiting and not seg.busy and self._retry_after.get(seg.name, now_ms) <= now_ms:
+            if seg.waiting and not seg.busy and self._retry_after.get(seg.name, now) <= now:
                 self.compressor.submit(seg.name)
 
     def _delete_file(self, name: str) -> bool:

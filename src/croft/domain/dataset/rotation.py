@@ -11,14 +11,23 @@ file's name less `.jsonl`):
 
 The stamp is the UTC time of the segment's first row, `%Y%m%dT%H%M%SZ`. A clash gets `_NNN` (three
 digits, counting up from the newest clash of that second): `_` sorts after `.`, so plain byte order of
-the names is time order. The shell gathers facts (sizes, names, first-row times) and the clock, calls
-these functions, and carries out what they return.
+the names is time order. Time order is the order segments were written in: when the wall clock has
+stepped back below the newest name on disk, a new segment takes that name's second, one clash up.
+
+The shell gathers facts (sizes, names, first-row times) and the clock, calls these functions, and
+carries out what they return.
+
+Clocks: rows and names carry wall time, which can step back or forward (NTP, a resumed VM). Ages
+within a run are measured on the monotonic clock: the live file's age
+(`LiveFile.first_row_monotonic_ns`) and the age of the segments this run closed (`plan_retention`'s
+`ages_ms`); only segments of earlier runs are aged by wall time, and the segment this run closed
+last is never deleted (`plan_retention`'s `keep`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import attrs
 
@@ -125,8 +134,13 @@ class Naming:
 def next_name(start_ms: int, taken: Iterable[SegmentName]) -> SegmentName:
     """The name for a segment whose first row is at `start_ms`: the bare stamp when that second is
     free, otherwise one clash number above the highest already taken for that second, so the new
-    segment sorts after every earlier one of its second and no file is ever overwritten."""
+    segment sorts after every earlier one of its second and no file is ever overwritten. A start
+    below the newest name taken (a wall clock stepped back) takes the newest's second: the new name
+    sorts after every name taken."""
+    taken = tuple(taken)
     second_ms = min(max(start_ms, 0), MAX_MS) // 1000 * 1000
+    if taken:
+        second_ms = max(second_ms, max(taken).start_ms)
     clashes = [seg.clash for seg in taken if seg.start_ms == second_ms]
     return SegmentName(second_ms, max(clashes) + 1 if clashes else 0)
 
@@ -138,11 +152,13 @@ def next_name(start_ms: int, taken: Iterable[SegmentName]) -> SegmentName:
 class LiveFile:
     """Facts about the live file. `first_row_ms` is the time of its first row (None when empty);
     `left_by_earlier_run` is True for a file found on disk at start (an older collector's, or one
-    a crash left), whose rows must never be mixed with this run's."""
+    a crash left), whose rows must never be mixed with this run's. `first_row_monotonic_ns` is the
+    monotonic time of its first row when this run wrote it (None for a file found at start)."""
 
     size_bytes: int
     first_row_ms: int | None
     left_by_earlier_run: bool = False
+    first_row_monotonic_ns: int | None = None
 
 
 @attrs.frozen
@@ -154,17 +170,26 @@ class Rotation:
 
 
 def plan_rotation(
-    live: LiveFile, now_ms: int, limits: Limits, taken: Iterable[SegmentName] = ()
+    live: LiveFile,
+    now_ms: int,
+    limits: Limits,
+    taken: Iterable[SegmentName] = (),
+    now_monotonic_ns: int | None = None,
 ) -> Rotation | None:
     """Whether to close the live file before this poll's rows are appended: when an earlier run left
     it, when its first row is `rotate_secs` old or more, or when it holds `rotate_bytes` or more. An
-    empty live file is never closed. `taken` are the segments already on disk (any kind)."""
+    empty live file is never closed. `taken` are the segments already on disk (any kind). The age
+    is monotonic (`now_monotonic_ns` less the first row's) when both are known, else wall time."""
     if live.size_bytes <= 0:
         return None
     start_ms = now_ms if live.first_row_ms is None else live.first_row_ms
+    if live.first_row_monotonic_ns is not None and now_monotonic_ns is not None:
+        age_ms = (now_monotonic_ns - live.first_row_monotonic_ns) // 1_000_000
+    else:
+        age_ms = now_ms - start_ms
     if live.left_by_earlier_run:
         reason = "the live file was left by an earlier run"
-    elif now_ms - start_ms >= limits.rotate_secs * 1000:
+    elif age_ms >= limits.rotate_secs * 1000:
         reason = f"its first row is {limits.rotate_secs} s old or more"
     elif live.size_bytes >= limits.rotate_bytes:
         reason = f"it holds {live.size_bytes} bytes, at least --rotate-bytes {limits.rotate_bytes}"
@@ -247,24 +272,33 @@ class RetentionPlan:
 
 
 def plan_retention(
-    segments: Iterable[Segment], now_ms: int, limits: Limits, live_bytes: int = 0
+    segments: Iterable[Segment],
+    now_ms: int,
+    limits: Limits,
+    live_bytes: int = 0,
+    ages_ms: Mapping[SegmentName, int] | None = None,
+    keep: SegmentName | None = None,
 ) -> RetentionPlan:
     """Which segments to delete: oldest first, those whose newest row is more than `retain_days`
     old, then the oldest while the dataset (the live file's `live_bytes` and every segment) holds
-    more than `retain_bytes`.
+    more than `retain_bytes`. A segment's age is `ages_ms[name]` when given (this run's segments,
+    measured on the monotonic clock), else `now_ms` less its newest row's wall time.
 
-    Laws: the live file is never named; deletions are always the oldest segments, so nothing younger
-    than a kept segment is deleted; the walk stops at a busy segment (a later plan, once it is
-    compressed, goes on), so afterwards the total is within `retain_bytes` unless the oldest segment
-    left is busy or no segment is left."""
+    Laws: the live file is never named; `keep` (the segment just written) is never deleted, whatever
+    the wall clock says; deletions are always the oldest segments, so nothing younger than a kept
+    segment is deleted; the walk stops at a busy segment (a later plan, once it is compressed, goes
+    on) and at `keep`, so afterwards the total is within `retain_bytes` unless the oldest segment
+    left is busy or `keep`, or no segment is left."""
     ordered = sorted(segments, key=lambda seg: seg.name)
     total = live_bytes + sum(seg.size_bytes for seg in ordered)
     retain_ms = limits.retain_days * MS_PER_DAY
+    ages = ages_ms or {}
     delete: list[Deletion] = []
     for seg in ordered:
-        if seg.busy:
+        if seg.busy or seg.name == keep:
             break
-        if now_ms - max(seg.last_write_ms, seg.name.start_ms) > retain_ms:
+        age_ms = ages.get(seg.name, now_ms - max(seg.last_write_ms, seg.name.start_ms))
+        if age_ms > retain_ms:
             reason = f"its newest row is more than {limits.retain_days} days old"
         elif total > limits.retain_bytes:
             reason = f"the dataset holds {total} bytes, more than --retain-bytes {limits.retain_bytes}"
