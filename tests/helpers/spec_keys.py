@@ -14,6 +14,7 @@ STATS_KEYS = [
     "processes",
     "workloads",
     "frameworks",
+    "busiest_syscalls",  # added after the spec's keys: [{name, mean_per_s}], busiest first
 ]
 
 PROFILE_KEYS = [

@@ -120,3 +120,85 @@ def test_a_window_that_ends_before_it_starts_is_an_error() -> None:
 
 def test_a_missing_dataset_is_one_line(tmp_path: Path) -> None:
     one_line_error(croft("profile", "abcd", "--dataset", str(tmp_path / "nope")), "does not exist")
+
+
+SAMPLE = FIXTURES / "sample"
+DOCKER_ID = "1e2feb89414c343c1027c4d1c386bbc4cd613e30d8f16adf91b7584a2265b1f5"
+
+
+def naive(select: object) -> list[dict[str, object]]:
+    """The sample's rows that `select` keeps, read with the plain json module."""
+    import zstandard
+
+    out = []
+    for path in sorted(SAMPLE.iterdir()):
+        data = path.read_bytes()
+        if path.name.endswith(".zst"):
+            data = zstandard.ZstdDecompressor().stream_reader(data).read()
+        out += [row for row in map(json.loads, data.splitlines()) if select(row)]  # type: ignore[operator]
+    return out
+
+
+def test_a_host_cgroup_is_profiled_by_its_path() -> None:
+    path = "/system.slice/kubelet.service"
+    out = croft("profile", "--dataset", str(SAMPLE), "--cgroup", path)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert list(got) == [*KEYS, "cgroup"]
+    rows = naive(lambda r: r["process"]["cgroup"] == path)
+    assert got["container_id"] is None and got["cgroup"] == path
+    assert got["polls"] == len({r["unix_ms"] for r in rows}) == 45
+    assert got["cpu_cores"]["max"] == max(r["cgroup_usage"]["cpu_cores"] for r in rows)
+    same = croft("profile", "--dataset", str(SAMPLE), "--cgroup", "system.slice/kubelet.service/")
+    assert json.loads(same.stdout) == got
+
+
+def test_a_process_is_profiled_by_its_pid_with_its_own_cpu_and_rss() -> None:
+    out = croft("profile", "--dataset", str(SAMPLE), "--pid", "2259")
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert list(got) == [*KEYS, "pid"] and got["pid"] == 2259
+    rows = naive(lambda r: r["tgid"] == 2259)
+    assert got["polls"] == len(rows) and got["processes"] == 1
+    assert got["memory_bytes"]["max"] == max(r["usage"]["rss_bytes"] for r in rows)
+    assert got["cpu_cores"]["max"] == max(r["usage"]["cpu_cores"] for r in rows)
+    assert got["container_id"] == rows[0]["process"]["container_id"]
+
+
+def test_rfc_3339_and_relative_times_pick_the_same_window_as_milliseconds() -> None:
+    by_ms = croft("profile", DOCKER_ID[:8], "--dataset", str(SAMPLE), "--from-ms", "1792506000000")
+    by_rfc = croft("profile", DOCKER_ID[:8], "--dataset", str(SAMPLE), "--from", "2026-10-20T14:20:00Z")
+    by_offset = croft(
+        "profile", DOCKER_ID[:8], "--dataset", str(SAMPLE), "--from", "2026-10-20T16:20:00+02:00"
+    )
+    assert by_ms.returncode == 0, by_ms.stderr
+    assert json.loads(by_rfc.stdout) == json.loads(by_ms.stdout) == json.loads(by_offset.stdout)
+    # the sample is from October 2026: "10m ago" from now holds none of it, the error says where it is
+    recent = croft("profile", DOCKER_ID[:8], "--dataset", str(SAMPLE), "--from", "10m ago")
+    one_line_error(recent, "has no rows from", "its rows span 1792505950473 to 1792506248486")
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--from", "yesterday"], ["--from 'yesterday' is not a time", "10m"]),
+        (["--from", "10m", "--from-ms", "5"], ["give --from or --from-ms, not both"]),
+        (["--from", "1m ago", "--to", "10m ago"], ["is after --to 10m ago", "starts before it ends"]),
+    ],
+)
+def test_bad_times_are_one_sentence(args: list[str], words: list[str]) -> None:
+    one_line_error(croft("profile", DOCKER_ID[:8], "--dataset", str(SAMPLE), *args), *words)
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        ([], ["give one of a container id, --cgroup PATH or --pid PID"]),
+        (["abcd", "--pid", "1"], ["not a container id and --pid"]),
+        (["ux-test"], ["not hexadecimal", "--cgroup PATH or --pid PID"]),
+        (["--cgroup", "/nope"], ["no rows of cgroup /nope", "croft stats --containers"]),
+        (["--pid", "0"], ["--pid takes a process id above 0"]),
+    ],
+)
+def test_choosing_what_to_profile_is_checked(args: list[str], words: list[str]) -> None:
+    one_line_error(croft("profile", "--dataset", str(SAMPLE), *args), *words)

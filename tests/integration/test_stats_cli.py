@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -27,7 +29,7 @@ def test_the_human_summary_shows_every_figure() -> None:
     text = out.stdout
     for label in ("files", "rows", "skipped", "first", "last", "polls", "nodes", "containers", "processes"):
         assert f"\n{label} " in text
-    assert "3 (2 zstd, 1 plain)" in text and " UTC" in text
+    assert "3 files (2 zstd, 1 plain), 460.3 KiB on disk" in text and " UTC" in text
     for heading in ("workloads", "frameworks", "busiest syscalls", "gpu-held", "pytorch", "futex"):
         assert heading in text
 
@@ -101,3 +103,45 @@ def test_a_torn_live_file_still_counts_its_whole_rows(tmp_path: Path) -> None:
     assert out.returncode == 0
     assert json.loads(out.stdout)["rows"] == 1
     assert "1 torn last line" in out.stderr
+
+
+def test_json_carries_the_busiest_syscalls_the_summary_shows() -> None:
+    human = croft("stats", str(FIXTURES / "sample")).stdout
+    got = json.loads(croft("stats", str(FIXTURES / "sample"), "--json").stdout)
+    busiest = got["busiest_syscalls"]
+    assert [b["name"] for b in busiest][:3] == ["getdents64", "futex", "mmap"] and len(busiest) == 10
+    for entry in busiest:
+        assert re.search(rf"{entry['name']} +{entry['mean_per_s']:,.1f}", human), entry
+
+
+def test_containers_lists_every_container_and_host_cgroup_with_full_ids() -> None:
+    out = croft("stats", str(FIXTURES / "sample"), "--containers")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].split()[:3] == ["CONTAINER", "ID", "FRAMEWORK"]
+    assert lines[-1] == "8 containers, 5 host cgroups"
+    full = [line for line in lines if re.match(r"[0-9a-f]{64} ", line)]
+    assert len(full) == 8
+    cid = "1e2feb89414c343c1027c4d1c386bbc4cd613e30d8f16adf91b7584a2265b1f5"
+    assert any(
+        line.startswith(f"{cid}  pytorch") and line.endswith(f"  291  /system.slice/docker-{cid}.scope")
+        for line in full
+    ), full
+    assert any(line.startswith("(host)") and line.endswith("/system.slice/kubelet.service") for line in lines)
+    listed = json.loads(croft("stats", str(FIXTURES / "nodes"), "--containers", "--json").stdout)[
+        "containers"
+    ]
+    assert list(listed[0]) == ["container_id", "cgroup", "framework", "nodes", "first_ms", "last_ms", "rows"]
+    got = json.loads(croft("stats", str(FIXTURES / "nodes"), "--json").stdout)
+    assert sum(e["rows"] for e in listed) == got["rows"]
+    assert sum(e["container_id"] is not None for e in listed) == got["containers"]
+
+
+def test_a_closed_pipe_ends_quietly_with_0(tmp_path: Path) -> None:
+    """`croft stats | head -1`: the reader goes away after one line."""
+    script = (
+        f"{sys.executable} -m croft stats {FIXTURES / 'sample'} | head -1; echo status=${{PIPESTATUS[0]}}"
+    )
+    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60, check=False)
+    assert out.stdout.splitlines()[-1] == "status=0"
+    assert out.stderr == ""

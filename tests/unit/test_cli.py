@@ -81,3 +81,21 @@ def test_command_help_shows_options_env_variables_and_defaults(
     text = " ".join(out.stdout.split())
     for word in expected:
         assert word in text, f"{word} missing from croft {' '.join(command)} --help"
+
+
+def test_progress_shows_bytes_share_and_rate_then_erases_itself() -> None:
+    import io
+
+    from croft.app.console import Progress
+
+    stream = io.StringIO()
+    with Progress(stream, after_s=0.0) as progress:
+        progress.update(5 << 20, 10 << 20)
+    text = stream.getvalue()
+    assert "croft: read 5.0 MiB of 10.0 MiB (50%), " in text and text.endswith("\r\x1b[K")
+    quiet = io.StringIO()
+    with Progress(quiet, after_s=3600.0) as progress:  # a short read shows nothing
+        progress.update(1, 2)
+    assert quiet.getvalue() == ""
+    with Progress(None, after_s=0.0) as progress:  # piped: no stream at all
+        progress.update(1, 2)

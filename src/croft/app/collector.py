@@ -15,6 +15,7 @@ from typing import Protocol
 
 from croft.adapters.host.clock import Clock
 from croft.domain.collector import rows as collect
+from croft.domain.collector.silence import silence_warning, start_notice
 from croft.domain.collector.snapshot import Instant, Poll
 from croft.domain.dataset.codec import encode_row
 from croft.domain.dataset.row import Row
@@ -67,12 +68,18 @@ class Pipeline:
         self._previous: Poll | None = None
         self.state = collect.CollectorState()
         self._reported = (0, 0, 0)
+        self._polls_without_rows = 0
+        if notice := start_notice(config.watch):
+            log.warning("%s", notice)
 
     def feed(self, poll: Poll) -> int:
         """Record `poll`, write its rows; returns how many rows were written."""
         if self._recorder is not None:
             self._recorder.record(poll)
         rows, self.state = collect.rows(self._previous, poll, self.state, self._config)
+        self._polls_without_rows = 0 if rows else self._polls_without_rows + 1
+        if warning := silence_warning(self._polls_without_rows, self._config.watch):
+            log.warning("%s", warning)
         self._sink.append(b"".join(encode_row(row) for row in rows), poll.at.unix_ms, poll.at.monotonic_ns)
         self._previous = poll
         if self._observer is not None:

@@ -1,4 +1,4 @@
-"""croft profile: the resource profile of one container, as JSON."""
+"""croft profile: the resource profile of one container, host cgroup or process, as JSON."""
 
 from __future__ import annotations
 
@@ -7,55 +7,94 @@ from typing import Annotated
 
 from cyclopts import Parameter
 
-from croft.app.options import DEFAULT_DATASET, DatasetOpt
+from croft.app.options import DEFAULT_DATASET, DatasetOpt, FromOpt, ToOpt, window
 from croft.errors import UserError
 
 SHOWN_IDS = 10  # an ambiguous prefix lists at most this many of the ids it matches
 
 
 def profile(
-    container_id: Annotated[str, Parameter(help="a container id, or a prefix of at least 4 hex digits")],
+    container_id: Annotated[
+        str | None, Parameter(help="a container id, or a prefix of at least 4 hex digits")
+    ] = None,
     *,
+    cgroup: Annotated[
+        str | None,
+        Parameter(
+            help="profile a cgroup instead, by its path as rows write it (e.g. /system.slice/etl.service)"
+        ),
+    ] = None,
+    pid: Annotated[
+        int | None,
+        Parameter(
+            help="profile one process instead: its own CPU and RSS, its cgroup's throttling and pressure"
+        ),
+    ] = None,
     dataset: DatasetOpt = DEFAULT_DATASET,
+    from_: FromOpt = None,
+    to: ToOpt = None,
     from_ms: Annotated[int | None, Parameter(help="start of the window, unix ms, inclusive")] = None,
     to_ms: Annotated[int | None, Parameter(help="end of the window, unix ms, inclusive")] = None,
 ) -> int:
-    """Print the nodes a container ran on, its polls and processes, the share of polls holding a GPU,
-    and mean, p95 and max of CPU cores, memory, throttling and CPU pressure over the window."""
+    """Print the nodes a container (or a host cgroup, or a process) ran on, its polls and processes,
+    the share of polls holding a GPU, and mean, p95 and max of CPU cores, memory, throttling and CPU
+    pressure over the window."""
     import orjson
 
     from croft.adapters.dataset.scan import read_profile
+    from croft.adapters.host.clock import SystemClock
     from croft.app.stats import report_skips
-    from croft.domain.dataset.profile import prefix_error, profile_of
+    from croft.domain.dataset.profile import Subject, prefix_error, subject_profile
 
-    problem = prefix_error(container_id)
-    if problem:
-        raise UserError(problem)
-    if from_ms is not None and to_ms is not None and from_ms > to_ms:
+    given = [
+        name
+        for name, value in (("a container id", container_id), ("--cgroup", cgroup), ("--pid", pid))
+        if value is not None
+    ]
+    if len(given) != 1:
         raise UserError(
-            f"--from-ms {from_ms} is after --to-ms {to_ms}; give a window that starts before it ends"
+            "give one of a container id, --cgroup PATH or --pid PID"
+            + (f", not {' and '.join(given)}" if given else "")
         )
-    prefix = container_id.lower()
-    found = read_profile(dataset, prefix, from_ms, to_ms)
+    start, end = window(from_, to, from_ms, to_ms, SystemClock().now().unix_ms)
+    if cgroup is not None:
+        subject = Subject("cgroup", "/" + cgroup.strip("/") if cgroup.strip("/") else "/")
+        what = f"cgroup {subject.value}"
+    elif pid is not None:
+        if pid <= 0:
+            raise UserError(f"--pid takes a process id above 0, got {pid}")
+        subject = Subject("pid", str(pid))
+        what = f"process {pid}"
+    else:
+        assert container_id is not None
+        problem = prefix_error(container_id)
+        if problem:
+            raise UserError(problem + "; for a host cgroup or a process use --cgroup PATH or --pid PID")
+        subject = Subject("container", container_id.lower())
+        what = ""
+    found = read_profile(
+        dataset, subject.value if subject.kind == "container" else "", start, end, subject=subject
+    )
     report_skips(found.skips.report())
     ids = found.matching_ids()
     if not ids:
-        raise UserError(
-            f"no container id starting with {prefix} in {dataset}; "
-            f"croft stats {dataset} counts its containers"
-        )
+        hint = "croft stats --containers lists the containers and cgroups it holds"
+        if subject.kind == "container":
+            raise UserError(f"no container id starting with {subject.value} in {dataset}; {hint}")
+        raise UserError(f"no rows of {what} in {dataset}; {hint}")
     if len(ids) > 1:
         shown = ", ".join(ids[:SHOWN_IDS]) + (
             f" and {len(ids) - SHOWN_IDS} more" if len(ids) > SHOWN_IDS else ""
         )
         raise UserError(
-            f"container id prefix {prefix} matches {len(ids)} containers: {shown}; give more digits"
+            f"container id prefix {subject.value} matches {len(ids)} containers: {shown}; give more digits"
         )
     track = found.tracks[ids[0]]
-    result = profile_of(ids[0], track, from_ms, to_ms)
+    result = subject_profile(subject, ids[0], track, start, end)
     if result is None:
+        name = what or f"container {ids[0]}"
         raise UserError(
-            f"container {ids[0]} has no rows from {_end(from_ms)} to {_end(to_ms)}; its rows span "
+            f"{name} has no rows from {_end(start)} to {_end(end)}; its rows span "
             f"{track.first_ms} to {track.last_ms} (unix ms)"
         )
     sys.stdout.write(orjson.dumps(result.to_json()).decode() + "\n")

@@ -13,6 +13,9 @@ from croft.domain.utc import readable
 from croft.errors import UserError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from croft.domain.dataset.containers import ContainerEntry
     from croft.domain.dataset.summary import Stats
 
 
@@ -27,12 +30,39 @@ def stats(
     json: Annotated[
         bool, Parameter(negative=(), help="print one JSON object instead of the summary")
     ] = False,
+    containers: Annotated[
+        bool,
+        Parameter(
+            negative=(),
+            help="list every container (full id) and watched host cgroup: cgroup, framework, nodes, "
+            "first and last seen, rows",
+        ),
+    ] = False,
 ) -> int:
     """Summarize a dataset: files, rows, time span, polls, nodes, containers, processes, workloads,
-    frameworks and the busiest syscalls. Reads plain files and zstd segments."""
-    from croft.adapters.dataset.scan import read_stats
+    frameworks and the busiest syscalls. Reads plain files and zstd segments. On a terminal, a read
+    longer than a second shows its progress on stderr."""
+    from croft.adapters.dataset.scan import read_containers, read_stats
+    from croft.app.console import Progress
 
-    facts, total = read_stats(path, syscalls=not json)
+    with Progress.on_stderr() as progress:
+        if containers:
+            _, listing = read_containers(path, progress=progress.update)
+        else:
+            facts, total = read_stats(path, syscalls=True, progress=progress.update)
+    if containers:
+        report_skips(listing.skips.report())
+        entries = listing.listing()
+        if not entries:
+            raise UserError(f"{path} holds no rows; give a dataset that the collector has written to")
+        if json:
+            import orjson
+
+            body = {"containers": [entry.to_json() for entry in entries]}
+            sys.stdout.write(orjson.dumps(body).decode() + "\n")
+        else:
+            render_containers(entries)
+        return 0
     report_skips(total.skips.report())
     summary = total.summary(facts)
     if summary.rows == 0:
@@ -46,6 +76,39 @@ def stats(
     return 0
 
 
+def render_containers(entries: Sequence[ContainerEntry]) -> None:
+    """One line per container or host cgroup; full ids, whole cgroup paths."""
+    from croft.app.console import PipeConsole
+
+    console = PipeConsole(highlight=False, soft_wrap=True)
+    titles = ("CONTAINER ID", "FRAMEWORK", "NODES", "FIRST SEEN (UTC)", "LAST SEEN (UTC)", "ROWS", "CGROUP")
+    rows = [
+        (
+            entry.container_id or "(host)",
+            entry.framework or "-",
+            ",".join(entry.nodes),
+            readable(entry.first_ms)[:-4],
+            readable(entry.last_ms)[:-4],
+            f"{entry.rows:,}",
+            entry.cgroup,
+        )
+        for entry in entries
+    ]
+    widths = [max(len(title), *(len(row[i]) for row in rows)) for i, title in enumerate(titles)]
+    right = {5}
+    for cells in (titles, *rows):
+        line = "  ".join(
+            cell.rjust(widths[i]) if i in right else cell.ljust(widths[i]) for i, cell in enumerate(cells)
+        )
+        console.print(line.rstrip(), markup=False, style="bold" if cells is titles else None)
+    noun = "container" if sum(e.container_id is not None for e in entries) == 1 else "containers"
+    hosts = sum(e.container_id is None for e in entries)
+    cgroups = "host cgroup" if hosts == 1 else "host cgroups"
+    console.print(
+        f"{sum(e.container_id is not None for e in entries)} {noun}, {hosts} {cgroups}", markup=False
+    )
+
+
 def report_skips(sentences: tuple[str, ...]) -> None:
     """Each skip report as one `croft: ...` line on stderr."""
     for sentence in sentences:
@@ -53,10 +116,11 @@ def report_skips(sentences: tuple[str, ...]) -> None:
 
 
 def _size(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
+    """Bytes in binary units, as croft top writes them: 812 B, 12.0 KiB, 1.1 GiB."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
+        n /= 1024
     raise AssertionError("unreachable")
 
 
@@ -73,8 +137,9 @@ def render(path: Path, s: Stats) -> None:
     totals.add_column()
     f = s.files
     plain = f.files - f.compressed
+    noun = "file" if f.files == 1 else "files"
     totals.add_row(
-        "files", f"{f.files} ({f.compressed} zstd, {plain} plain), {_size(f.bytes_on_disk)} on disk"
+        "files", f"{f.files} {noun} ({f.compressed} zstd, {plain} plain), {_size(f.bytes_on_disk)} on disk"
     )
     totals.add_row("rows", f"{s.rows:,}")
     totals.add_row("skipped", f"{s.skipped_lines:,} lines")

@@ -31,8 +31,9 @@ from croft.adapters.dataset.files import (
     split,
     work_bytes,
 )
+from croft.domain.dataset.containers import ContainersAccumulator
 from croft.domain.dataset.lines import decode_block, last_line, lines_with, view
-from croft.domain.dataset.profile import ProfileAccumulator
+from croft.domain.dataset.profile import ProfileAccumulator, Subject
 from croft.domain.dataset.skips import SkipTally
 from croft.domain.dataset.summary import FileFacts, StatsAccumulator
 
@@ -64,12 +65,15 @@ def read_stats(
     host: str | None = None,
     inline_bytes: int = INLINE_BYTES,
     part_bytes: int = PART_BYTES,
+    progress: Callable[[int, int], None] | None = None,
 ) -> tuple[FileFacts, StatsAccumulator]:
     """The files of `path` and the stats accumulated over all their rows (skips included); the
-    syscall sums, which cost about as much again as everything else, only with `syscalls`."""
+    syscall sums, which cost about as much again as everything else, only with `syscalls`.
+    `progress(done_bytes, total_bytes)` is told after each part read."""
     files = find_files(path, host)
     total = StatsAccumulator(syscalls)
-    for part in _run(partial(stats_of_part, syscalls=syscalls), files, workers, inline_bytes, part_bytes):
+    task = partial(stats_of_part, syscalls=syscalls)
+    for part in _run(task, files, workers, inline_bytes, part_bytes, progress):
         total.merge(part)
     return file_facts(files), total
 
@@ -84,14 +88,33 @@ def read_profile(
     host: str | None = None,
     inline_bytes: int = INLINE_BYTES,
     part_bytes: int = PART_BYTES,
+    subject: Subject | None = None,
 ) -> ProfileAccumulator:
-    """The rows of every container whose id starts with `prefix` (lower-case hex), over `path`."""
+    """The rows of every container whose id starts with `prefix` (lower-case hex), or of
+    `subject` (a cgroup, a pid), over `path`."""
     files = find_files(path, host)
-    total = ProfileAccumulator(prefix, from_ms, to_ms)
-    task = partial(profile_of_part, prefix=prefix, from_ms=from_ms, to_ms=to_ms)
+    total = ProfileAccumulator(prefix, from_ms, to_ms, subject)
+    task = partial(profile_of_part, prefix=prefix, from_ms=from_ms, to_ms=to_ms, subject=subject)
     for part in _run(task, files, workers, inline_bytes, part_bytes):
         total.merge(part)
     return total
+
+
+def read_containers(
+    path: Path,
+    *,
+    workers: int | None = None,
+    host: str | None = None,
+    inline_bytes: int = INLINE_BYTES,
+    part_bytes: int = PART_BYTES,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[FileFacts, ContainersAccumulator]:
+    """Every container and host cgroup of `path` (`croft stats --containers`), skips counted."""
+    files = find_files(path, host)
+    total = ContainersAccumulator()
+    for part in _run(containers_of_part, files, workers, inline_bytes, part_bytes, progress):
+        total.merge(part)
+    return file_facts(files), total
 
 
 def _run(
@@ -100,17 +123,39 @@ def _run(
     workers: int | None,
     inline_bytes: int,
     part_bytes: int,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Iterator[T]:
     """`task` over the parts of `files`: in this process for a small dataset or one worker, else
-    on a pool of `workers` (default: one per CPU), largest parts first. Results come in any order."""
+    on a pool of `workers` (default: one per CPU), largest parts first. Results come in any order.
+    `progress(done_bytes, total_bytes)` (bytes on disk) is told after each part."""
     parts = split(files, part_bytes)
+    total = sum(map(_disk_bytes, parts))
+    done = 0
     workers = min(workers or default_workers(), len(parts))
     if workers <= 1 or sum(map(work_bytes, parts)) < inline_bytes:
-        yield from map(task, parts)
-        return
-    # fork: workers start in milliseconds and re-import nothing; the readers run no threads.
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-        yield from pool.map(task, parts)
+        results: Iterator[T] = map(task, parts)
+    else:
+        # fork: workers start in milliseconds and re-import nothing; the readers run no threads.
+        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+        results = _closing(pool, pool.map(task, parts))
+    for part, result in zip(parts, results, strict=True):
+        done += _disk_bytes(part)
+        if progress is not None:
+            progress(done, total)
+        yield result
+
+
+def _closing(pool: ProcessPoolExecutor, results: Iterator[T]) -> Iterator[T]:
+    with pool:
+        yield from results
+
+
+def _disk_bytes(part: Part) -> int:
+    """The bytes on disk `part` stands for: a whole compressed file, or its share of a plain one."""
+    if part.file.compressed:
+        return part.file.size_bytes
+    stop = part.file.size_bytes if part.stop is None else min(part.stop, part.file.size_bytes)
+    return max(stop - part.start, 0)
 
 
 def stats_of_part(part: Part, syscalls: bool = False) -> StatsAccumulator:
@@ -130,12 +175,31 @@ def stats_of_part(part: Part, syscalls: bool = False) -> StatsAccumulator:
     return acc
 
 
-def profile_of_part(part: Part, prefix: str, from_ms: int | None, to_ms: int | None) -> ProfileAccumulator:
-    """The rows of `part` that mention `prefix`'s bytes, decoded and accumulated; only those
-    lines are judged, so a bad line elsewhere goes uncounted here (too-long lines and damage are
-    counted wherever they are)."""
-    acc = ProfileAccumulator(prefix, from_ms, to_ms)
-    needle = prefix.encode()
+def containers_of_part(part: Part) -> ContainersAccumulator:
+    """Every row of `part` in a containers accumulator, bad lines and damage counted."""
+    acc = ContainersAccumulator()
+    node, skipped = part.file.node, Counter[str]()
+    for item in lines_of(part, acc.skips):
+        if isinstance(item, Lines):
+            acc.add(node, decode_block(item.data, item.start, item.stop, skipped))
+            continue
+        found = last_line(view(item.line))
+        if isinstance(found, str):
+            skipped[found] += 1
+        else:
+            acc.add(node, [found])
+    _count(acc.skips, part, skipped)
+    return acc
+
+
+def profile_of_part(
+    part: Part, prefix: str, from_ms: int | None, to_ms: int | None, subject: Subject | None = None
+) -> ProfileAccumulator:
+    """The rows of `part` that mention the subject's bytes (`prefix`'s by default), decoded and
+    accumulated; only those lines are judged, so a bad line elsewhere goes uncounted here
+    (too-long lines and damage are counted wherever they are)."""
+    acc = ProfileAccumulator(prefix, from_ms, to_ms, subject)
+    needle = acc.subject.needle()
     node, skipped = part.file.node, Counter[str]()
     for item in lines_of(part, acc.skips):
         if isinstance(item, Lines):

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import attrs
+import msgspec
 
 from croft.domain.dataset.row import GPU_WORKLOADS
 from croft.domain.dataset.skips import SkipTally
@@ -72,6 +73,7 @@ class ContainerTrack:
         self.last_ms: int | None = None
         self.polls: dict[tuple[str, int], PollFigures] = {}
         self.processes: set[tuple[str, int]] = set()
+        self.container_ids: set[str] = set()
 
     def see(self, unix_ms: int) -> None:
         self.first_ms = unix_ms if self.first_ms is None else min(self.first_ms, unix_ms)
@@ -88,32 +90,64 @@ class ContainerTrack:
         for key, figures in other.polls.items():
             self.add_poll(key, figures)
         self.processes |= other.processes
+        self.container_ids |= other.container_ids
 
 
 def _pairwise_max(a: PollFigures, b: PollFigures) -> PollFigures:
     return (max(a[0], b[0]), max(a[1], b[1]), max(a[2], b[2]), max(a[3], b[3]), max(a[4], b[4]))
 
 
-class ProfileAccumulator:
-    """Rows of every container whose id starts with `prefix` (lower-case hex), split into one
-    `ContainerTrack` per full id; only rows with from_ms <= unix_ms <= to_ms count as polls."""
+@attrs.frozen
+class Subject:
+    """What is profiled: a container (`value` a lower-case id prefix), a cgroup (`value` its path,
+    rows of exactly that cgroup) or a process (`value` its pid). A track is kept per full container
+    id, per cgroup path, per pid."""
 
-    def __init__(self, prefix: str, from_ms: int | None, to_ms: int | None) -> None:
+    kind: str  # "container", "cgroup" or "pid"
+    value: str
+
+    def key(self, view: Any) -> str | None:
+        """The track `view` belongs to, or None when it is not the subject's."""
+        if self.kind == "cgroup":
+            return self.value if view.process.cgroup == self.value else None
+        if self.kind == "pid":
+            return self.value if str(view.tgid) == self.value else None
+        container_id = view.process.container_id
+        return container_id if container_id is not None and container_id.startswith(self.value) else None
+
+    def needle(self) -> bytes:
+        """Bytes every line of the subject contains (a cgroup path as JSON writes it), so a reader
+        can skip the lines without them."""
+        if self.kind == "cgroup":
+            return msgspec.json.encode(self.value)[1:-1]
+        return self.value.encode()
+
+
+class ProfileAccumulator:
+    """Rows of the subject (default: every container whose id starts with `prefix`, lower-case
+    hex), split into one `ContainerTrack` per full id, cgroup or pid; only rows with from_ms <=
+    unix_ms <= to_ms count as polls. A process's polls carry its own CPU and RSS as `cpu_cores` and
+    `memory_bytes` (its cgroup's throttling and pressure); the others, their cgroup's figures."""
+
+    def __init__(
+        self, prefix: str, from_ms: int | None, to_ms: int | None, subject: Subject | None = None
+    ) -> None:
         self.prefix = prefix.lower()
+        self.subject = subject or Subject("container", self.prefix)
         self.from_ms = from_ms
         self.to_ms = to_ms
         self.tracks: dict[str, ContainerTrack] = {}
         self.skips = SkipTally()
 
     def add(self, node: str, view: Any) -> None:
-        """Count one decoded row (`views.RowSchema`) read on `node`; rows of other containers are
+        """Count one decoded row (`views.RowSchema`) read on `node`; rows of other subjects are
         ignored."""
-        container_id = view.process.container_id
-        if container_id is None or not container_id.startswith(self.prefix):
+        key = self.subject.key(view)
+        if key is None:
             return
-        track = self.tracks.get(container_id)
+        track = self.tracks.get(key)
         if track is None:
-            track = self.tracks[container_id] = ContainerTrack()
+            track = self.tracks[key] = ContainerTrack()
         unix_ms = view.unix_ms
         track.see(unix_ms)
         if (self.from_ms is not None and unix_ms < self.from_ms) or (
@@ -122,11 +156,13 @@ class ProfileAccumulator:
             return
         cg = view.cgroup_usage
         gpu = 1.0 if view.workload in GPU_WORKLOADS else 0.0
-        track.add_poll(
-            (node, unix_ms),
-            (cg.cpu_cores, float(cg.memory_bytes), cg.cpu_throttled_fraction, cg.cpu_pressure_avg10, gpu),
-        )
+        cpu, memory = cg.cpu_cores, float(cg.memory_bytes)
+        if self.subject.kind == "pid":
+            cpu, memory = view.usage.cpu_cores, float(view.usage.rss_bytes)
+        track.add_poll((node, unix_ms), (cpu, memory, cg.cpu_throttled_fraction, cg.cpu_pressure_avg10, gpu))
         track.processes.add((node, view.tgid))
+        if view.process.container_id is not None:
+            track.container_ids.add(view.process.container_id)
 
     def merge(self, other: ProfileAccumulator) -> None:
         for container_id, track in other.tracks.items():
@@ -142,7 +178,7 @@ class ProfileAccumulator:
 class Profile:
     """One container's profile over the window [from_ms, to_ms] (inclusive)."""
 
-    container_id: str
+    container_id: str | None
     from_ms: int
     to_ms: int
     nodes: tuple[str, ...]
@@ -150,6 +186,7 @@ class Profile:
     processes: int
     gpu_poll_share: float
     spreads: tuple[Spread, Spread, Spread, Spread]  # in the order of METRICS
+    extra: tuple[tuple[str, Any], ...] = ()  # keys after the spec's: "cgroup" or "pid"
 
     def to_json(self) -> dict[str, Any]:
         """The `croft profile` object: the keys users' scripts read, in order (tests/helpers/spec_keys.py)."""
@@ -165,11 +202,26 @@ class Profile:
         for name, spread in zip(METRICS, self.spreads, strict=True):
             out[name] = {"mean": spread.mean, "p95": spread.p95, "max": spread.max}
         out["memory_bytes"]["max"] = int(self.spreads[1].max)
+        out.update(self.extra)
         return out
 
 
+def subject_profile(
+    subject: Subject, key: str, track: ContainerTrack, from_ms: int | None, to_ms: int | None
+) -> Profile | None:
+    """`profile_of` for any subject: a container's as it is; a cgroup's or a process's with the
+    container id of its rows (None for a host one, or rows of several) and a last key, `cgroup`
+    (the path) or `pid` (the number)."""
+    if subject.kind == "container":
+        return profile_of(key, track, from_ms, to_ms)
+    only = next(iter(track.container_ids)) if len(track.container_ids) == 1 else None
+    found = profile_of(only, track, from_ms, to_ms)
+    value: Any = key if subject.kind == "cgroup" else int(key)
+    return None if found is None else attrs.evolve(found, extra=((subject.kind, value),))
+
+
 def profile_of(
-    container_id: str, track: ContainerTrack, from_ms: int | None, to_ms: int | None
+    container_id: str | None, track: ContainerTrack, from_ms: int | None, to_ms: int | None
 ) -> Profile | None:
     """The profile of `track` over the window, or None when it has no poll in the window. An open
     end of the window is the container's first (last) row in the window."""

@@ -72,6 +72,7 @@ class Stats:
             "processes": self.processes,
             "workloads": dict(self.workloads),
             "frameworks": dict(self.frameworks),
+            "busiest_syscalls": [{"name": name, "mean_per_s": rate} for name, rate in self.busiest_syscalls],
         }
 
 

@@ -1,0 +1,99 @@
+"""What `croft stats --containers` lists: every container (and watched host cgroup) of a dataset,
+with its cgroup, framework, nodes, first and last seen, and rows. Accumulators merge in any order
+with the same result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from croft.domain.dataset.skips import SkipTally
+
+
+@attrs.frozen
+class ContainerEntry:
+    """One container (`container_id` set) or host cgroup (`container_id` None): its shortest
+    cgroup path seen (the container's own), its framework (the first named, by name), the nodes
+    it ran on, its first and last row (unix ms) and how many rows it has."""
+
+    container_id: str | None
+    cgroup: str
+    framework: str | None
+    nodes: tuple[str, ...]
+    first_ms: int
+    last_ms: int
+    rows: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "container_id": self.container_id,
+            "cgroup": self.cgroup,
+            "framework": self.framework,
+            "nodes": list(self.nodes),
+            "first_ms": self.first_ms,
+            "last_ms": self.last_ms,
+            "rows": self.rows,
+        }
+
+
+class ContainersAccumulator:
+    """Running facts per container id, or per cgroup path for host processes."""
+
+    def __init__(self) -> None:
+        # key -> [cgroup, frameworks, nodes, first_ms, last_ms, rows]
+        self.entries: dict[tuple[str, str], list[Any]] = {}
+        self.skips = SkipTally()
+
+    def add(self, node: str, views: Sequence[Any]) -> None:
+        """Count a batch of decoded rows (`views.RowSchema`) read on `node`."""
+        entries = self.entries
+        for view in views:
+            process = view.process
+            key = ("c", process.container_id) if process.container_id else ("h", process.cgroup)
+            entry = entries.get(key)
+            if entry is None:
+                entry = entries[key] = [process.cgroup, set(), set(), view.unix_ms, view.unix_ms, 0]
+            elif len(process.cgroup) < len(entry[0]) or (
+                len(process.cgroup) == len(entry[0]) and process.cgroup < entry[0]
+            ):
+                entry[0] = process.cgroup
+            if process.framework:
+                entry[1].add(process.framework)
+            entry[2].add(node)
+            entry[3] = min(entry[3], view.unix_ms)
+            entry[4] = max(entry[4], view.unix_ms)
+            entry[5] += 1
+
+    def merge(self, other: ContainersAccumulator) -> None:
+        self.skips.merge(other.skips)
+        for key, theirs in other.entries.items():
+            mine = self.entries.get(key)
+            if mine is None:
+                self.entries[key] = [theirs[0], set(theirs[1]), set(theirs[2]), *theirs[3:]]
+                continue
+            if (len(theirs[0]), theirs[0]) < (len(mine[0]), mine[0]):
+                mine[0] = theirs[0]
+            mine[1] |= theirs[1]
+            mine[2] |= theirs[2]
+            mine[3] = min(mine[3], theirs[3])
+            mine[4] = max(mine[4], theirs[4])
+            mine[5] += theirs[5]
+
+    def listing(self) -> tuple[ContainerEntry, ...]:
+        """Containers first (by id), then host cgroups (by path)."""
+        out = [
+            ContainerEntry(
+                value if kind == "c" else None,
+                entry[0],
+                min(entry[1]) if entry[1] else None,
+                tuple(sorted(entry[2])),
+                entry[3],
+                entry[4],
+                entry[5],
+            )
+            for (kind, value), entry in sorted(self.entries.items())
+        ]
+        return tuple(out)

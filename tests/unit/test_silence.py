@@ -1,0 +1,66 @@
+"""A collector that writes nothing says so: at start without --watch, then once more than 15
+polls have passed without a row, and every 150 polls while that lasts."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from croft.app.collector import Pipeline
+from croft.domain.collector.selection import IDLE_EVERY
+from croft.domain.collector.silence import REPEAT_POLLS, silence_warning, start_notice
+from tests.helpers.snapshots import HOST, config, poll, proc
+
+
+class ListSink:
+    def __init__(self) -> None:
+        self.appended: list[bytes] = []
+
+    def append(self, lines: bytes, now_ms: int, monotonic_ns: int | None = None) -> None:
+        self.appended.append(lines)
+
+    def close(self) -> None:
+        pass
+
+
+def test_the_warnings_name_the_cause_and_the_fix() -> None:
+    assert silence_warning(IDLE_EVERY, ()) is None
+    assert silence_warning(16, ()) == (
+        "nothing written for 16 polls: no GPU holder, and no --watch (WATCH_CGROUPS) to write other "
+        "processes; pass e.g. --watch kubepods,system.slice/docker"
+    )
+    assert silence_warning(16, ("kubepods", "ux-test")) == (
+        "nothing written for 16 polls: no GPU holder, and no process in a cgroup under --watch "
+        "kubepods,ux-test; compare it with the paths in /proc/<pid>/cgroup"
+    )
+    assert start_notice(()) is not None and "only GPU holders are written" in (start_notice(()) or "")
+    assert start_notice(("kubepods",)) is None
+
+
+@given(st.integers(min_value=0, max_value=5000))
+def test_warned_once_past_the_idle_period_then_every_five_minutes(polls: int) -> None:
+    warned = silence_warning(polls, ()) is not None
+    assert warned == (polls >= IDLE_EVERY + 1 and (polls - IDLE_EVERY - 1) % REPEAT_POLLS == 0)
+
+
+def test_a_pipeline_watching_nothing_warns_and_a_matching_process_silences_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="croft.run")
+    pipeline = Pipeline(config(watch=("nothing-here",)), ListSink())
+    unwatched = proc(100, cgroups=HOST)
+    for second in range(40):
+        pipeline.feed(poll(second * 2, (unwatched,)))
+    warnings = [r.getMessage() for r in caplog.records if "nothing written" in r.getMessage()]
+    assert warnings == [
+        "nothing written for 16 polls: no GPU holder, and no process in a cgroup under --watch "
+        "nothing-here; compare it with the paths in /proc/<pid>/cgroup"
+    ]
+    caplog.clear()
+    watched = Pipeline(config(), ListSink())
+    for second in range(40):
+        watched.feed(poll(second * 2, (proc(100),)))
+    assert not [r for r in caplog.records if "nothing written" in r.getMessage()]
