@@ -1,0 +1,244 @@
+"""Reader fuzzing: hypothesis writes damaged datasets (torn, nested, oversized, wrong-typed and
+non-UTF-8 lines; truncated, corrupt and empty zstd segments; FIFOs; odd and hidden node names;
+files without read permission) and every reader (croft stats' and croft profile's scans, in one
+part or many; croft top's tail; the library API) must agree with the reference model
+(tests/helpers/reader_model.py) on rows and skips, and none may raise.
+
+The budget is the `readers-fuzz` settings profile: CROFT_FUZZ_EXAMPLES datasets (default 100; the
+suite prints how many it ran).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+import zstandard
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+from tests.helpers.reader_model import FileModel, model_file, newest_poll, skip_report
+from tests.helpers.rows import EXAMPLE_CONTAINER, T0_MS, make_row
+
+from croft import dataset
+from croft.adapters.dataset.scan import read_profile, read_stats
+from croft.adapters.dataset.tail import read_newest
+from croft.domain.dataset import codec
+from croft.domain.dataset.lines import MAX_LINE_BYTES
+from croft.domain.top.table import HELD_POLLS
+
+settings.register_profile(
+    "readers-fuzz",
+    max_examples=int(os.environ.get("CROFT_FUZZ_EXAMPLES", "100")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+FUZZ = settings.get_profile("readers-fuzz")
+HOST = "fuzz-host"
+OTHER = "ab12cd34" + "0" * 56
+NEEDLE = EXAMPLE_CONTAINER[:8]
+RAN = {"datasets": 0}
+
+
+def row(tgid: int, unix_ms: int, container: str | None) -> bytes:
+    return orjson.dumps(codec.row_to_dict(make_row(tgid, unix_ms, container_id=container)))
+
+
+def hostile(good: bytes) -> st.SearchStrategy[bytes]:
+    """A line that is not a row, or is one only just: each kind a reader once got wrong."""
+    ms = good.split(b",", 1)[0]
+    return st.sampled_from(
+        [
+            good[:-1] + b',"extra":1}',
+            good.replace(b'"comm":"python"', b'"comm":"p\xffy"'),
+            good + good,
+            good + b" " + good,
+            b'{"unix_ms":1,"x":' + b"[" * 1000 + b"]" * 1000 + b"}",
+            b"[" * 2000 + b"]" * 2000,
+            good.replace(ms, b'{"unix_ms":%d' % 2**64),
+            good.replace(ms, b'{"unix_ms":%d' % 10**17),
+            good.replace(ms, b'{"unix_ms":-1'),
+            good.replace(b'"cpu_cores":0.5', b'"cpu_cores":1e400', 1),
+            good.replace(b'"tgid":', b'"tgid":"', 1),
+            good.replace(b'"workload":"no-gpu"', b'"workload":"no-gpu "'),
+            good.replace(b'"threads":8', b'"threads":8.0'),
+            good.replace(b'"comm":"python"', b'"comm":"\\ud800"'),
+            good.replace(b'"label"', b'"lab\\u0065l"'),
+            good[: len(good) // 2],
+            b"",
+            b"  \t\r",
+            b" " + good + b"\r",
+            b"\x00" * 40,
+            b"not json " + NEEDLE.encode(),
+            b'{"unix_ms": 1, "container_id": "%s"}' % NEEDLE.encode(),
+            b"null",
+            b"x" * (MAX_LINE_BYTES + 1),
+            b"y" * MAX_LINE_BYTES,
+        ]
+    )
+
+
+@st.composite
+def file_bytes(draw: st.DrawFn, first_ms: int) -> bytes:
+    """Polls of rows of two containers and a host process, hostile lines among them, and a
+    last line torn, whole without its newline, or absent."""
+    lines: list[bytes] = []
+    for k in range(draw(st.integers(0, 4))):
+        unix_ms = first_ms + 2000 * k
+        for tgid in range(draw(st.integers(1, 4))):
+            container = draw(st.sampled_from([EXAMPLE_CONTAINER, OTHER, None]))
+            good = row(tgid + 10 * k, unix_ms, container)
+            lines.append(draw(hostile(good)) if draw(st.integers(0, 4)) == 0 else good)
+    data = b"".join(line + b"\n" for line in lines)
+    ending = draw(st.sampled_from(["none", "torn", "whole", "long"]))
+    last = row(99, first_ms + 10_000, EXAMPLE_CONTAINER)
+    if ending == "torn":
+        data += last[: draw(st.integers(1, len(last) - 1))]
+    elif ending == "whole":
+        data += last
+    elif ending == "long":
+        data += b"z" * (MAX_LINE_BYTES + 3)
+    return data
+
+
+@st.composite
+def zstd_file(draw: st.DrawFn, data: bytes) -> bytes:
+    packed = zstandard.ZstdCompressor(level=1, write_checksum=draw(st.booleans())).compress(data)
+    damage = draw(st.sampled_from(["none", "none", "truncated", "corrupt", "empty"]))
+    if damage == "truncated":
+        return packed[: draw(st.integers(0, len(packed) - 1))]
+    if damage == "corrupt":
+        at = draw(st.integers(0, len(packed) - 1))
+        return packed[:at] + bytes(b ^ 0x5A for b in packed[at : at + 8]) + packed[at + 8 :]
+    return b"" if damage == "empty" else packed
+
+
+@st.composite
+def node_files(draw: st.DrawFn, index: int) -> list[tuple[str, bytes | None, int]]:
+    """(file name, bytes or None for a FIFO, mode) of one node's dataset."""
+    files: list[tuple[str, bytes | None, int]] = []
+    first_ms = T0_MS + 1_000_000 * index
+    for k in range(draw(st.integers(0, 3))):
+        name = f"croft-dataset-20261020T14{10 + k:02}10Z.jsonl"
+        kind = draw(st.sampled_from(["plain", "zstd", "zstd", "fifo"]))
+        data = draw(file_bytes(first_ms + 20_000 * k))
+        if kind == "fifo":
+            files.append((name + ".zst", None, 0o644))
+        elif kind == "zstd":
+            files.append((name + ".zst", draw(zstd_file(data)), 0o644))
+        else:
+            files.append((name, data, 0o644))
+    if draw(st.booleans()) or not files:
+        mode = draw(st.sampled_from([0o644, 0o644, 0o000]))  # root reads 0o000 too (as the model)
+        files.append(("croft-dataset.jsonl", draw(file_bytes(first_ms + 100_000)), mode))
+    if draw(st.booleans()):
+        files.append(("notes.txt", b"not part of the dataset\n", 0o644))
+    return files
+
+
+NODE_NAMES = [b"gpu-a", b"gpu-b", b"node-\xff", b"n o d e", b"-x", b".hidden", b"\xe9t\xe9"]
+
+
+@st.composite
+def datasets(draw: st.DrawFn) -> dict[bytes | None, list[tuple[str, bytes | None, int]]]:
+    """Per-node directories by name (bytes), or one dataset directory (the key None)."""
+    if draw(st.booleans()):
+        return {None: draw(node_files(0))}
+    names = draw(st.lists(st.sampled_from(NODE_NAMES), min_size=1, max_size=3, unique=True))
+    return {name: draw(node_files(k)) for k, name in enumerate(names)}
+
+
+@pytest.fixture(scope="module")
+def scratch() -> Iterator[Path]:
+    where = Path(tempfile.mkdtemp(prefix="croft-fuzz-"))
+    yield where
+    shutil.rmtree(where, ignore_errors=True)
+    print(f"\nreader fuzz: {RAN['datasets']} generated datasets")
+
+
+def write(root: Path, spec: dict[bytes | None, list[tuple[str, bytes | None, int]]]) -> list[FileModel]:
+    """The dataset on disk, and the model's files in reading order."""
+    models: list[FileModel] = []
+    for name in sorted(spec, key=lambda n: os.fsdecode(n or b"")):
+        directory = root if name is None else Path(os.fsdecode(bytes(root) + b"/" + name))
+        directory.mkdir(exist_ok=True)
+        node = HOST if name is None else name.decode("utf-8", "backslashreplace")
+        for file_name, data, mode in sorted(spec[name]):
+            path = directory / file_name
+            if data is None:
+                os.mkfifo(path)
+            else:
+                path.write_bytes(data)
+                path.chmod(mode)
+            if file_name == "notes.txt" or (name or b"").startswith(b"."):
+                continue
+            problem = "it is a FIFO (named pipe), not a dataset file" if data is None else None
+            models.append(model_file(path, node, problem=problem))
+    return models
+
+
+@FUZZ
+@given(datasets(), st.sampled_from([1 << 30, 4096, 50_000]))
+def test_every_reader_agrees_with_the_model_and_none_raises(
+    scratch: Path, spec: dict[bytes | None, list[tuple[str, bytes | None, int]]], part_bytes: int
+) -> None:
+    RAN["datasets"] += 1
+    root = scratch / f"d{RAN['datasets']}"
+    root.mkdir()
+    try:
+        models = write(root, spec)
+        if not models:
+            return
+        check_readers(root, models, part_bytes)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def check_readers(root: Path, models: list[FileModel], part_bytes: int) -> None:
+    rows = [(m.node, r) for m in models for r in m.rows]
+    for m in models:  # what was generated, for --hypothesis-show-statistics
+        for kind in m.skipped():
+            event(f"a line {kind}")
+        if m.damaged is not None:
+            event(m.damaged.split(" (")[0])
+    # croft stats (with and without the syscall sums), in one part per file or many
+    for syscalls in (False, True):
+        facts, acc = read_stats(root, syscalls=syscalls, workers=1, host=HOST, part_bytes=part_bytes)
+        got = acc.summary(facts)
+        assert got.rows == len(rows)
+        assert got.polls == len({(n, r.unix_ms) for n, r in rows})
+        assert acc.skips.report() == skip_report(models)
+    # the library: every row in reading order, and the same skips
+    said: list[str] = []
+    assert list(dataset.node_rows(root, host=HOST, on_skip=said.append)) == rows
+    assert tuple(said) == skip_report(models)
+    # croft profile and the library by container: the lines mentioning the id
+    needle = NEEDLE.encode()
+    mine = [(n, r) for n, r in rows if r.process.container_id == EXAMPLE_CONTAINER]
+    found = read_profile(root, NEEDLE, None, None, workers=1, host=HOST, part_bytes=part_bytes)
+    assert found.matching_ids() == ((EXAMPLE_CONTAINER,) if mine else ())
+    if mine:
+        track = found.tracks[EXAMPLE_CONTAINER]
+        assert set(track.polls) == {(n, r.unix_ms) for n, r in mine}
+        assert track.processes == {(n, r.tgid) for n, r in mine}
+    assert found.skips.report() == skip_report(models, needle)
+    said.clear()
+    assert list(dataset.node_rows(root, container_id=NEEDLE, host=HOST, on_skip=said.append)) == mine
+    assert tuple(said) == skip_report(models, needle)
+    # croft top: each node's newest poll, from its live file or else its newest segment
+    snapshot = read_newest(root, HOST)
+    expected = []
+    for node in dict.fromkeys(m.node for m in models):
+        files = [m for m in models if m.node == node]
+        last = files[-1]
+        poll = [] if last.whole else newest_poll(last, HELD_POLLS)[0]
+        if not poll and last.path.name == "croft-dataset.jsonl":  # else the newest segment's
+            segments = [m for m in files[:-1] if not m.whole]
+            poll = newest_poll(segments[-1], HELD_POLLS)[0] if segments else []
+        if poll:
+            expected.append((node, poll))
+    assert [(p.node, list(p.rows)) for p in snapshot.polls] == expected

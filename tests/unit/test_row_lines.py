@@ -1,0 +1,132 @@
+"""One definition of a row: the fast schema (views.RowSchema) accepts exactly the lines the codec
+accepts, and a buffer decoded the fast way gives the rows and skips of judging it line by line."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import msgspec
+import orjson
+from hypothesis import given
+from hypothesis import strategies as st
+
+from croft.domain.dataset import codec
+from croft.domain.dataset.lines import decode_block, verdict, view
+from croft.domain.dataset.row import Row
+from croft.domain.dataset.views import ROW_DECODER
+from tests.helpers import strategies as s
+from tests.helpers.rows import make_row
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8)
+    | st.sampled_from(["gpu-onset", "gpu-held", "no-gpu"]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=6,
+)
+
+
+def paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every key path into the nested dicts and lists of `value`."""
+    found = [prefix]
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            found += paths(inner, (*prefix, key))
+    elif isinstance(value, list):
+        for index, inner in enumerate(value):
+            found += paths(inner, (*prefix, index))
+    return found
+
+
+@st.composite
+def mutated_rows(draw: st.DrawFn) -> Any:
+    """A valid row's JSON object with up to three changes: a value replaced, a key dropped, a key
+    added, anywhere in it."""
+    value = codec.row_to_dict(draw(s.rows()))
+    for _ in range(draw(st.integers(0, 3))):
+        where = draw(st.sampled_from(paths(value)))
+        if not where:
+            continue
+        *parent_path, last = where
+        parent = value
+        for step in parent_path:
+            parent = parent[step]
+        change = draw(st.sampled_from(["replace", "drop", "add"]))
+        if change == "replace":
+            parent[last] = draw(json_values)
+        elif change == "drop":
+            del parent[last]
+        elif isinstance(parent, dict):
+            parent[draw(st.text(max_size=6))] = draw(json_values)
+    return value
+
+
+def schema_accepts(line: bytes) -> bool:
+    try:
+        ROW_DECODER.decode(line)
+    except (msgspec.DecodeError, RecursionError):
+        return False
+    return True
+
+
+def dumps(value: Any) -> bytes | None:
+    try:
+        return orjson.dumps(value)
+    except TypeError:  # an integer beyond 64 bits: write it by hand
+        return None
+
+
+@given(mutated_rows())
+def test_the_schema_accepts_exactly_the_objects_the_codec_accepts(value: Any) -> None:
+    line = dumps(value)
+    if line is None:
+        line = msgspec.json.encode(value)
+    assert schema_accepts(line) == isinstance(verdict(line), Row), line
+
+
+byte_edits = st.sampled_from(
+    [b"\xff", b"\xc3", b"\\ud800", b"\x00", b"\t", b"}", b"{", b",", b'"', b"1" * 25, b"e400", b" ", b"\n"]
+)
+
+
+@given(mutated_rows(), st.lists(st.tuples(st.integers(0, 2000), byte_edits, st.integers(0, 3)), max_size=3))
+def test_a_line_the_schema_accepts_is_a_row_and_every_line_gets_the_codecs_verdict(
+    value: Any, edits: list[tuple[int, bytes, int]]
+) -> None:
+    line = bytearray(msgspec.json.encode(value))
+    for at, data, cut in edits:
+        at = min(at, len(line))
+        line[at : at + cut] = data
+    raw = bytes(line).replace(b"\n", b" ")
+    judged = verdict(raw)
+    if schema_accepts(raw):
+        assert isinstance(judged, Row)
+    fast = view(raw)
+    assert isinstance(fast, str) == isinstance(judged, str)
+    assert fast == judged if isinstance(judged, str) or judged is None else fast is not None
+
+
+@given(st.lists(mutated_rows() | st.sampled_from([b"", b"  ", b"{}{}", b"[1]", b"\xff"]), max_size=8))
+def test_a_buffer_decoded_at_once_gives_the_rows_and_skips_of_each_line_judged(items: list[Any]) -> None:
+    lines = [item if isinstance(item, bytes) else msgspec.json.encode(item) for item in items]
+    data = b"".join(line + b"\n" for line in lines)
+    skipped: Counter[str] = Counter()
+    got = decode_block(data, 0, len(data), skipped) if data else []
+    expected = [verdict(line) for line in lines]
+    assert [msgspec.json.encode(v) for v in got] == [
+        msgspec.json.encode(ROW_DECODER.decode(line)) for line, found in zip(lines, expected, strict=True)
+        if isinstance(found, Row)
+    ]  # fmt: skip
+    assert skipped == Counter(found for found in expected if isinstance(found, str))
+
+
+def test_a_block_of_two_objects_on_a_line_and_a_blank_line_is_read_line_by_line() -> None:
+    row = codec.encode_row(make_row(1)).rstrip(b"\n")
+    data = row + row + b"\n\n" + row + b"\n"
+    skipped: Counter[str] = Counter()
+    assert len(decode_block(data, 0, len(data), skipped)) == 1
+    assert skipped == Counter({"not JSON": 1})
