@@ -131,7 +131,7 @@ def test_stats_json_and_the_summary_count_every_row_and_skip_as_the_model(
     assert re.search(rf"\nrows +{len(rows):,} *\n", human.stdout), human.stdout
     assert stderr_skips(human.stderr) == skip_report(models)
     # A pool of workers over small parts of the files counts the same.
-    facts, pooled = read_stats(root, workers=2, inline_bytes=0, part_bytes=50_000)
+    facts, pooled = read_stats(root, syscalls=True, workers=2, inline_bytes=0, part_bytes=50_000)
     assert pooled.summary(facts).to_json() == got
     assert pooled.skips.report() == skip_report(models)
 
