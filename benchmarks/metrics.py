@@ -37,6 +37,12 @@ SYSCALLS = [
 ]  # fmt: skip
 
 
+ZERO_RATES = (
+    "ctx_voluntary_s", "ctx_involuntary_s", "read_bytes_s", "write_bytes_s",
+    "network_rx_bytes_s", "network_tx_bytes_s", "runqueue_s",
+)  # fmt: skip
+
+
 def workload(containers: int, syscalls: int) -> tuple[Poll, tuple[Row, ...]]:
     """A poll of `containers` pods with 2 processes each, and their rows."""
     processes, rows = [], []
@@ -45,16 +51,31 @@ def workload(containers: int, syscalls: int) -> tuple[Poll, tuple[Row, ...]]:
         pod = f"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{c:08x}.slice"
         path = f"{pod}/cri-containerd-{cid}.scope"
         membership = CgroupMembership(unified=path)
-        usage = CgroupUsage(0.5 + c % 7, 0.01, (c + 1) << 24, 0, 1.5, 0.0, 0.25)
+        usage = CgroupUsage(
+            cpu_cores=0.5 + c % 7,
+            cpu_throttled_fraction=0.01,
+            memory_bytes=(c + 1) << 24,
+            oom_kills=0,
+            cpu_pressure_avg10=1.5,
+            memory_pressure_avg10=0.0,
+            io_pressure_avg10=0.25,
+        )
         for p in range(2):
             tgid = 1000 + 2 * c + p
             processes.append(ProcessSample(tgid, "web", "/srv/web", "/", ("web",), membership, *[1] * 10))
             calls = tuple(
-                SyscallRate(SYSCALLS[s], float(10 * (syscalls - s) + p)) for s in range(p, syscalls, 2)
+                SyscallRate(name=SYSCALLS[s], rate_per_sec=float(10 * (syscalls - s) + p))
+                for s in range(p, syscalls, 2)
             )
             process = Process(comm="web", exe="/srv/web", cgroup=path, container_id=cid, cwd="/")
             row = Row(
-                1_700_000_000_000, tgid, process, "no-gpu", Usage(0.5, 1 << 20, 4, *[0.0] * 7), usage, calls
+                unix_ms=1_700_000_000_000,
+                tgid=tgid,
+                process=process,
+                workload="no-gpu",
+                usage=Usage(cpu_cores=0.5, rss_bytes=1 << 20, threads=4, **dict.fromkeys(ZERO_RATES, 0.0)),
+                cgroup_usage=usage,
+                syscalls=calls,
             )
             rows.append(row)
     poll = Poll(Instant(1_700_000_000_000, 0), 100, tuple(processes), ())

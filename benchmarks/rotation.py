@@ -73,7 +73,12 @@ class _Proc:
         )
         comm = rng.choice(["python", "pt_main_thread", "ray::IDLE", "node", "nginx", "java", "sshd"])
         self.process = Process(
-            comm, f"/usr/bin/{comm}", cgroup, cid, rng.choice(["/workspace", "/app", "/"]), framework
+            comm=comm,
+            exe=f"/usr/bin/{comm}",
+            cgroup=cgroup,
+            container_id=cid,
+            cwd=rng.choice(["/workspace", "/app", "/"]),
+            framework=framework,
         )
         self.cpu = rng.choice([0.0, 0.01, 0.3, 1.0, 3.5])
         self.rss = rng.randrange(1 << 24, 1 << 34, 4096)
@@ -107,21 +112,21 @@ class _Proc:
             process=self.process,
             workload="gpu-held" if self.gpu else "no-gpu",
             usage=Usage(
-                round(ticks / 100 / interval_s, 4),
-                self.rss,
-                self.threads,
-                rate(self.ctx),
-                rate(self.ctx / 10),
-                rate(self.io) if r.random() < 0.3 else 0.0,
-                rate(self.io / 2) if r.random() < 0.3 else 0.0,
-                rate(self.net),
-                rate(self.net * 2),
-                round(ticks / 100 / interval_s * r.uniform(0, 0.3), 4),
+                cpu_cores=round(ticks / 100 / interval_s, 4),
+                rss_bytes=self.rss,
+                threads=self.threads,
+                ctx_voluntary_s=rate(self.ctx),
+                ctx_involuntary_s=rate(self.ctx / 10),
+                read_bytes_s=rate(self.io) if r.random() < 0.3 else 0.0,
+                write_bytes_s=rate(self.io / 2) if r.random() < 0.3 else 0.0,
+                network_rx_bytes_s=rate(self.net),
+                network_tx_bytes_s=rate(self.net * 2),
+                runqueue_s=round(ticks / 100 / interval_s * r.uniform(0, 0.3), 4),
             ),
             cgroup_usage=cgroup_usage,
             syscalls=tuple(
                 sorted(
-                    (SyscallRate(name, rate(mean)) for name, mean in self.syscalls if busy),
+                    (SyscallRate(name=name, rate_per_sec=rate(mean)) for name, mean in self.syscalls if busy),
                     key=lambda s: -s.rate_per_sec,
                 )
             ),
@@ -151,13 +156,13 @@ def realistic_polls(target_bytes: int, seed: int = 7) -> list[bytes]:
             cg = pods.setdefault(
                 p.process.container_id,
                 CgroupUsage(
-                    round(rng.randrange(0, 800) / 100 / (interval_ms / 1000), 4),
-                    round(rng.choice([0.0, 0.0, 0.0, rng.randrange(1, 20) / 20]), 4),
-                    memory[p.process.container_id],
-                    0,
-                    round(rng.choice([0.0, rng.uniform(0, 30)]), 2),
-                    round(rng.choice([0.0, 0.0, 0.0, rng.uniform(0, 5)]), 2),
-                    round(rng.choice([0.0, rng.uniform(0, 2)]), 2),
+                    cpu_cores=round(rng.randrange(0, 800) / 100 / (interval_ms / 1000), 4),
+                    cpu_throttled_fraction=round(rng.choice([0.0, 0.0, 0.0, rng.randrange(1, 20) / 20]), 4),
+                    memory_bytes=memory[p.process.container_id],
+                    oom_kills=0,
+                    cpu_pressure_avg10=round(rng.choice([0.0, rng.uniform(0, 30)]), 2),
+                    memory_pressure_avg10=round(rng.choice([0.0, 0.0, 0.0, rng.uniform(0, 5)]), 2),
+                    io_pressure_avg10=round(rng.choice([0.0, rng.uniform(0, 2)]), 2),
                 ),
             )
             lines.append(codec.encode_row(p.row(unix_ms, interval_ms / 1000, cg)))

@@ -24,10 +24,14 @@ def fleet_rows(rng: random.Random, node: int, first_ms: int, polls: int) -> list
         unix_ms = first_ms + poll * 61_000 + rng.randrange(0, 7)
         for index, container in enumerate(containers):
             cgroup = CgroupUsage(
-                round(rng.uniform(0, 4), 3), round(rng.choice([0.0, rng.uniform(0, 1)]), 4),
-                rng.randrange(1 << 20, 1 << 34), rng.choice([0, 0, 1]), round(rng.uniform(0, 50), 2),
-                0.0, round(rng.uniform(0, 3), 2),
-            )  # fmt: skip
+                cpu_cores=round(rng.uniform(0, 4), 3),
+                cpu_throttled_fraction=round(rng.choice([0.0, rng.uniform(0, 1)]), 4),
+                memory_bytes=rng.randrange(1 << 20, 1 << 34),
+                oom_kills=rng.choice([0, 0, 1]),
+                cpu_pressure_avg10=round(rng.uniform(0, 50), 2),
+                memory_pressure_avg10=0.0,
+                io_pressure_avg10=round(rng.uniform(0, 3), 2),
+            )
             for proc in range(2):
                 out.append(
                     Row(
@@ -43,20 +47,20 @@ def fleet_rows(rng: random.Random, node: int, first_ms: int, polls: int) -> list
                         ),
                         workload=rng.choice(["no-gpu", "gpu-held", "gpu-onset"]),
                         usage=Usage(
-                            round(rng.uniform(0, 2), 4),
-                            rng.randrange(1 << 30),
-                            rng.randrange(1, 99),
-                            1.5,
-                            0.5,
-                            0.0,
-                            1024.0,
-                            2.25,
-                            3.5,
-                            0.001,
+                            cpu_cores=round(rng.uniform(0, 2), 4),
+                            rss_bytes=rng.randrange(1 << 30),
+                            threads=rng.randrange(1, 99),
+                            ctx_voluntary_s=1.5,
+                            ctx_involuntary_s=0.5,
+                            read_bytes_s=0.0,
+                            write_bytes_s=1024.0,
+                            network_rx_bytes_s=2.25,
+                            network_tx_bytes_s=3.5,
+                            runqueue_s=0.001,
                         ),
                         cgroup_usage=cgroup,
                         syscalls=tuple(
-                            SyscallRate(name, round(rng.uniform(0, 900), 2))
+                            SyscallRate(name=name, rate_per_sec=round(rng.uniform(0, 900), 2))
                             for name in rng.sample(["read", "futex", "ioctl", "epoll_wait", "sendto"], 3)
                         ),
                         ioctl_count=rng.choice([None, 3]),

@@ -36,7 +36,10 @@ def make_row(
     workload: Workload = "no-gpu",
     usage: Usage | None = None,
     cgroup_usage: CgroupUsage | None = None,
-    syscalls: tuple[SyscallRate, ...] = (SyscallRate("futex", 282.0), SyscallRate("read", 12.0)),
+    syscalls: tuple[SyscallRate, ...] = (
+        SyscallRate(name="futex", rate_per_sec=282.0),
+        SyscallRate(name="read", rate_per_sec=12.0),
+    ),
     pad: int = 0,
 ) -> Row:
     """A valid row. `cgroup` defaults to the container's docker scope (or /user.slice without one);
@@ -94,7 +97,7 @@ def seq_row(seq: int, unix_ms: int, *, container: int = 0) -> Row:
         exe="/usr/bin/python3",
         cgroup=f"/kubepods/pod{container}",
         container_id=f"{container:064x}",
-        syscalls=(SyscallRate("futex", 100.0), SyscallRate("read", 3.5)),
+        syscalls=(SyscallRate(name="futex", rate_per_sec=100.0), SyscallRate(name="read", rate_per_sec=3.5)),
     )
 
 
@@ -143,7 +146,7 @@ def member_row(
             runqueue_s=0.0,
         ),
         cgroup_usage=cgroup_usage or _cgroup_usage_default(),
-        syscalls=tuple(SyscallRate(n, r) for n, r in syscalls.items()),
+        syscalls=tuple(SyscallRate(name=n, rate_per_sec=r) for n, r in syscalls.items()),
     )
 
 

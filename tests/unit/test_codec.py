@@ -46,7 +46,7 @@ SPEC_EXAMPLE = """{
 def test_spec_example_round_trips_to_the_same_object_and_bytes() -> None:
     row = codec.decode_row(SPEC_EXAMPLE)
     assert row.process.framework == "pytorch"
-    assert row.syscalls == (SyscallRate("futex", 282.0),)
+    assert row.syscalls == (SyscallRate(name="futex", rate_per_sec=282.0),)
     assert codec.decode_row(codec.encode_row(row)) == row
     compact = json.dumps(json.loads(SPEC_EXAMPLE), separators=(",", ":")).encode() + b"\n"
     assert codec.encode_row(row) == compact
@@ -60,8 +60,27 @@ def _host_row(**changes: object) -> Row:
             comm="bash", exe="/bin/bash", cgroup="/user.slice", container_id=None, cwd="/srv/app"
         ),
         workload="no-gpu",
-        usage=Usage(0.5, 10, 1, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0),
-        cgroup_usage=CgroupUsage(0.5, 0.0, 10, 0, 0.0, 0.0, 0.0),
+        usage=Usage(
+            cpu_cores=0.5,
+            rss_bytes=10,
+            threads=1,
+            ctx_voluntary_s=0.0,
+            ctx_involuntary_s=0.0,
+            read_bytes_s=0.0,
+            write_bytes_s=0.0,
+            network_rx_bytes_s=0.0,
+            network_tx_bytes_s=0.0,
+            runqueue_s=0.0,
+        ),
+        cgroup_usage=CgroupUsage(
+            cpu_cores=0.5,
+            cpu_throttled_fraction=0.0,
+            memory_bytes=10,
+            oom_kills=0,
+            cpu_pressure_avg10=0.0,
+            memory_pressure_avg10=0.0,
+            io_pressure_avg10=0.0,
+        ),
     )
     import attrs
 

@@ -83,15 +83,15 @@ def test_rows_are_sorted_by_cpu_busiest_first_and_cut_to_max_rows() -> None:
 
 def test_busiest_syscalls_are_the_top_three_by_rate_without_idle_ones() -> None:
     calls = (
-        SyscallRate("read", 12.0),
-        SyscallRate("futex", 282.0),
-        SyscallRate("ioctl", 0.0),
-        SyscallRate("epoll_wait", 1234.0),
-        SyscallRate("write", 3.0),
-        SyscallRate("close", 12.0),
+        SyscallRate(name="read", rate_per_sec=12.0),
+        SyscallRate(name="futex", rate_per_sec=282.0),
+        SyscallRate(name="ioctl", rate_per_sec=0.0),
+        SyscallRate(name="epoll_wait", rate_per_sec=1234.0),
+        SyscallRate(name="write", rate_per_sec=3.0),
+        SyscallRate(name="close", rate_per_sec=12.0),
     )
     assert busiest_syscalls(make_row(1, syscalls=calls)) == "epoll_wait 1.2k/s  futex 282/s  close 12/s"
-    assert busiest_syscalls(make_row(1, syscalls=(SyscallRate("ioctl", 0.0),))) == ""
+    assert busiest_syscalls(make_row(1, syscalls=(SyscallRate(name="ioctl", rate_per_sec=0.0),))) == ""
 
 
 def test_a_list_cell_keeps_whole_items_that_fit() -> None:

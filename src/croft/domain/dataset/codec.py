@@ -1,9 +1,13 @@
 """The one converter that owns the dataset's JSON shape (docs/dataset.md).
 
 On disk a row's keys come in this order: unix_ms, tgid, node, process, workload, ioctl_count,
-since_last_gpu_ioctl_ms, usage, cgroup_usage, syscalls, short_lived, label. `node`, `framework`,
-the two GPU fields, `short_lived` and `label` are left out when None (rows of collectors before
-`node` or `short_lived` have none).
+since_last_gpu_ioctl_ms, usage, cgroup_usage, syscalls, short_lived, label, which is the field
+order of `croft.domain.dataset.row`: cattrs generates both directions from those classes. `node`,
+`framework`, the two GPU fields, `short_lived` and `label` are left out when None (rows of
+collectors before `node` or `short_lived` have none): `framework`, the last field of its object, by
+cattrs' `omit_if_default` override; the row's five by dropping them after the generated function,
+because cattrs writes the fields it may omit after all the others, and most of these stand
+mid-row.
 Structuring is strict: a wrong type is an error, never coerced, so a reader can tell a row from a
 line that only looks like one.
 """
@@ -11,6 +15,7 @@ line that only looks like one.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import cattrs
@@ -87,41 +92,29 @@ def _make_converter() -> cattrs.Converter:
         Process, make_dict_structure_fn(Process, conv, _cattrs_forbid_extra_keys=True)
     )
     conv.register_structure_hook(Row, make_dict_structure_fn(Row, conv, _cattrs_forbid_extra_keys=True))
+    for cls in (Usage, CgroupUsage, SyscallRate, ShortLived):
+        conv.register_unstructure_hook(cls, make_dict_unstructure_fn(cls, conv))
     conv.register_unstructure_hook(
-        Process,
-        make_dict_unstructure_fn(Process, conv, framework=override(omit_if_default=True)),
+        Process, make_dict_unstructure_fn(Process, conv, framework=override(omit_if_default=True))
     )
-    conv.register_unstructure_hook(Row, _unstructure_row)
+    every_field = make_dict_unstructure_fn(Row, conv)
+
+    def unstructure_row(row: Row) -> dict[str, Any]:
+        out: dict[str, Any] = every_field(row)
+        for key in OMITTED_WHEN_NONE:
+            if out[key] is None:
+                del out[key]  # the keys after it keep their order
+        return out
+
+    conv.register_unstructure_hook(Row, unstructure_row)
     return conv
 
 
-def _unstructure_row(row: Row) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "unix_ms": row.unix_ms,
-        "tgid": row.tgid,
-    }
-    if row.node is not None:
-        out["node"] = row.node
-    out["process"] = converter.unstructure(row.process)
-    out["workload"] = row.workload
-    if row.ioctl_count is not None:
-        out["ioctl_count"] = row.ioctl_count
-    if row.since_last_gpu_ioctl_ms is not None:
-        out["since_last_gpu_ioctl_ms"] = row.since_last_gpu_ioctl_ms
-    out["usage"] = converter.unstructure(row.usage)
-    out["cgroup_usage"] = converter.unstructure(row.cgroup_usage)
-    out["syscalls"] = [{"name": s.name, "rate_per_sec": s.rate_per_sec} for s in row.syscalls]
-    if row.short_lived is not None:
-        out["short_lived"] = {
-            "processes": row.short_lived.processes,
-            "syscalls": [{"name": s.name, "rate_per_sec": s.rate_per_sec} for s in row.short_lived.syscalls],
-        }
-    if row.label is not None:
-        out["label"] = row.label
-    return out
-
+OMITTED_WHEN_NONE = ("node", "ioctl_count", "since_last_gpu_ioctl_ms", "short_lived", "label")
+"""The row's fields left out of its line when None (and `process.framework`, of its object)."""
 
 converter = _make_converter()
+_unstructure_row: Callable[[Row], dict[str, Any]] = converter.get_unstructure_hook(Row)
 
 
 def row_to_dict(row: Row) -> dict[str, Any]:

@@ -1,6 +1,8 @@
 """The dataset row: one process in one poll, exactly as docs/dataset.md describes it.
 
-Field order here is the key order on disk; `croft.domain.dataset.codec` owns the JSON shape.
+Field order here is the key order on disk (so fields with defaults stand between required ones,
+and every class is keyword-only); `croft.domain.dataset.codec` turns these classes into JSON and
+back, generated from them, leaving out the fields the spec leaves out when empty.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ WORKLOADS: tuple[Workload, ...] = ("gpu-onset", "gpu-held", "no-gpu")
 GPU_WORKLOADS: frozenset[str] = frozenset({"gpu-onset", "gpu-held"})
 
 
-@attrs.frozen
+@attrs.frozen(kw_only=True)
 class Process:
     """Who the row is about. `container_id` is None for a host process (its `cwd` names the project);
     `framework` is None when the catalog matched nothing (the key is then left out)."""
@@ -27,7 +29,7 @@ class Process:
     framework: str | None = None
 
 
-@attrs.frozen
+@attrs.frozen(kw_only=True)
 class Usage:
     """What the process did over the poll interval; every `_s` field is per second."""
 
@@ -43,7 +45,7 @@ class Usage:
     runqueue_s: float
 
 
-@attrs.frozen
+@attrs.frozen(kw_only=True)
 class CgroupUsage:
     """What the process's cgroup felt over the poll interval; `*_pressure_avg10` are PSI percentages."""
 
@@ -56,13 +58,13 @@ class CgroupUsage:
     io_pressure_avg10: float
 
 
-@attrs.frozen
+@attrs.frozen(kw_only=True)
 class SyscallRate:
     name: str
     rate_per_sec: float
 
 
-@attrs.frozen
+@attrs.frozen(kw_only=True)
 class ShortLived:
     """The syscalls of a container's processes that have no row of their own in this poll, folded
     into one row of the container: processes that started and exited between two polls, processes
@@ -74,7 +76,7 @@ class ShortLived:
     syscalls: tuple[SyscallRate, ...]
 
 
-@attrs.frozen
+@attrs.frozen(kw_only=True)
 class Row:
     """One JSON line of the dataset. `ioctl_count` and `since_last_gpu_ioctl_ms` are both None for a
     process that never touched a GPU; `label` is None outside labelled experiments. `node` is the
@@ -84,13 +86,13 @@ class Row:
 
     unix_ms: int
     tgid: int
+    node: str | None = None
     process: Process
     workload: Workload
+    ioctl_count: int | None = None
+    since_last_gpu_ioctl_ms: int | None = None
     usage: Usage
     cgroup_usage: CgroupUsage
     syscalls: tuple[SyscallRate, ...] = ()
-    ioctl_count: int | None = None
-    since_last_gpu_ioctl_ms: int | None = None
-    label: str | None = None
-    node: str | None = None
     short_lived: ShortLived | None = None
+    label: str | None = None
