@@ -47,10 +47,14 @@ def test_first_sightings_and_exited_processes_ride_on_one_row_of_their_container
     rows, state = two_polls(second)
     assert [row.tgid for row in rows] == [100]
     (row,) = rows
-    assert row.syscalls == (SyscallRate("wait4", 5.0),)
+    assert row.syscalls == (SyscallRate(name="wait4", rate_per_sec=5.0),)
     assert row.short_lived == ShortLived(
         processes=4,  # 200, first seen, and three that exited unread
-        syscalls=(SyscallRate("getppid", 20.0), SyscallRate("execve", 4.0), SyscallRate("exit_group", 3.0)),
+        syscalls=(
+            SyscallRate(name="getppid", rate_per_sec=20.0),
+            SyscallRate(name="execve", rate_per_sec=4.0),
+            SyscallRate(name="exit_group", rate_per_sec=3.0),
+        ),
     )
     assert state.short_lived_unplaced == 0
     (group,) = groups_of(rows).values()
@@ -66,7 +70,9 @@ def test_an_idle_container_gets_a_row_written_to_carry_them() -> None:
     (row,) = rows
     assert row.tgid == 100 and row.syscalls == ()
     assert row.usage.cpu_cores == 0.0  # its own, measured, rates
-    assert row.short_lived == ShortLived(processes=2, syscalls=(SyscallRate("execve", 2.0),))
+    assert row.short_lived == ShortLived(
+        processes=2, syscalls=(SyscallRate(name="execve", rate_per_sec=2.0),)
+    )
     assert state.processes[100].last_written_poll == 2
 
 

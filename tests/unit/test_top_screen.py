@@ -17,7 +17,7 @@ from croft.domain.top.table import HELD_POLLS, NodePoll, View, build_table, stop
 from tests.helpers.rows import T0_MS, make_row
 
 MANY_CALLS = tuple(
-    SyscallRate(name, rate)
+    SyscallRate(name=name, rate_per_sec=rate)
     for name, rate in (
         ("clock_nanosleep", 9000.0),
         ("io_uring_enter", 800.0),
@@ -58,9 +58,27 @@ def test_a_process_only_older_than_the_held_polls_is_gone() -> None:
 
 def test_sort_keys_order_the_rows() -> None:
     rows = (
-        make_row(30, T0_MS, cpu_cores=0.1, rss_bytes=9 << 30, syscalls=(SyscallRate("read", 5.0),)),
-        make_row(10, T0_MS, cpu_cores=0.9, rss_bytes=1 << 20, syscalls=(SyscallRate("read", 1.0),)),
-        make_row(20, T0_MS, cpu_cores=0.5, rss_bytes=2 << 20, syscalls=(SyscallRate("read", 900.0),)),
+        make_row(
+            30,
+            T0_MS,
+            cpu_cores=0.1,
+            rss_bytes=9 << 30,
+            syscalls=(SyscallRate(name="read", rate_per_sec=5.0),),
+        ),
+        make_row(
+            10,
+            T0_MS,
+            cpu_cores=0.9,
+            rss_bytes=1 << 20,
+            syscalls=(SyscallRate(name="read", rate_per_sec=1.0),),
+        ),
+        make_row(
+            20,
+            T0_MS,
+            cpu_cores=0.5,
+            rss_bytes=2 << 20,
+            syscalls=(SyscallRate(name="read", rate_per_sec=900.0),),
+        ),
     )
     poll = [NodePoll("n", T0_MS, rows)]
 
