@@ -13,11 +13,12 @@ class PlainAppendSink:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._file = path.open("ab")
 
-    def append(self, lines: bytes, now_ms: int, monotonic_ns: int | None = None) -> None:
-        """Write this poll's `lines` (complete JSON lines) at wall time `now_ms`."""
+    def append(self, lines: bytes, now_ms: int, monotonic_ns: int | None = None) -> int:
+        """Write this poll's `lines` (complete JSON lines) at wall time `now_ms`; the rows written."""
         if lines:
             self._file.write(lines)
             self._file.flush()
+        return lines.count(b"\n")
 
     def close(self) -> None:
         self._file.close()

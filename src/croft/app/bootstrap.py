@@ -4,6 +4,8 @@ them to the collector loop. Nothing is opened before `build_*` is called."""
 from __future__ import annotations
 
 import logging
+import os
+import stat
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
@@ -58,16 +60,55 @@ def load_catalog(user_file: Path | None) -> Catalog:
     builtin = parse_catalog(resources.files("croft.domain.collector").joinpath("frameworks.toml").read_text())
     if user_file is None:
         return builtin
-    try:
-        text = user_file.read_text()
-    except OSError as exc:
-        raise UserError(
-            f"cannot read the framework catalog {user_file}: {exc.strerror}; fix --frameworks"
-        ) from exc
+    text = _catalog_text(user_file)
     try:
         return builtin.extended_by(parse_catalog(text))
     except CatalogError as exc:
         raise UserError(f"framework catalog {user_file}, {exc}") from exc
+
+
+def _catalog_text(path: Path) -> str:
+    """The text of a --frameworks file: a regular file (never waits on a FIFO), UTF-8."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise UserError(
+            f"cannot read the framework catalog {path}: {exc.strerror}; fix --frameworks"
+        ) from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UserError(
+                f"--frameworks {path} is not a regular file (a FIFO, device or directory); "
+                "give a TOML file like the built-in frameworks.toml"
+            )
+        data = f.read(_MAX_CATALOG_BYTES + 1)
+    if len(data) > _MAX_CATALOG_BYTES:
+        raise UserError(f"--frameworks {path} is larger than {_MAX_CATALOG_BYTES} bytes; give a catalog file")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(
+            f"--frameworks {path} is not UTF-8 text (byte {exc.start} is not); save it as UTF-8"
+        ) from None
+
+
+_MAX_CATALOG_BYTES = 1 << 20
+
+
+def build_recorder(settings: Settings) -> TraceRecorder | None:
+    """The trace recorder of --record, its directory made and checked writable now (a `UserError`)."""
+    if settings.record is None:
+        return None
+    where = settings.record
+    try:
+        recorder = TraceRecorder(where, settings.watch, settings.node)
+    except OSError as exc:
+        raise UserError(
+            f"cannot create the --record directory {where}: {exc.strerror}; give a writable directory"
+        ) from None
+    if not os.access(where, os.W_OK | os.X_OK):
+        raise UserError(f"cannot write to the --record directory {where}; give a writable directory")
+    return recorder
 
 
 def collector_config(settings: Settings) -> CollectorConfig:
@@ -88,9 +129,7 @@ def build_pipeline(
 ) -> Pipeline:
     """Core, sink and recorder; with `metrics`, every poll's series are published to it."""
     config = collector_config(settings)
-    recorder = (
-        TraceRecorder(settings.record, settings.watch, settings.node) if settings.record is not None else None
-    )
+    recorder = build_recorder(settings)
     sink = build_sink(settings)
     observer: PollObserver | None = None
     if metrics is not None:

@@ -55,6 +55,11 @@ def collect(
         raise UserError(f"--out {out} is a file; give a directory for the per-node datasets")
     check_number("--timeout", timeout, 0, 86400, "seconds", low_open=True)
     check_number("--deadline", deadline, 0, 7 * 86400, "seconds", low_open=True)
+    if not url:
+        from croft.domain.deploy.k8s_names import label_problem
+
+        if problem := label_problem("--namespace", namespace):
+            raise UserError(problem)
     budget = Deadline(deadline)
     with _targets(namespace, kubeconfig, selector, port, url, timeout, budget) as targets:
         if not targets:

@@ -28,9 +28,10 @@ REPORT_EVERY_POLLS = 30
 
 
 class RowSink(Protocol):
-    """Where rows go: the plain file or the rotating dataset writer."""
+    """Where rows go: the plain file or the rotating dataset writer. `append` returns how many of
+    the rows reached the file (0 when the poll's rows were dropped: disk full, I/O error)."""
 
-    def append(self, lines: bytes, now_ms: int, monotonic_ns: int | None = None) -> None: ...
+    def append(self, lines: bytes, now_ms: int, monotonic_ns: int | None = None) -> int: ...
 
     def close(self) -> None: ...
 
@@ -67,7 +68,9 @@ class Pipeline:
         self._observer = observer
         self._previous: Poll | None = None
         self.state = collect.CollectorState()
-        self._reported = (0, 0, 0)
+        self.rows_on_disk = 0  # rows the sink says reached the file
+        self.rows_not_written = 0  # rows made but dropped by the sink
+        self._reported = (0, 0, 0, 0)
         self._polls_without_rows = 0
         if notice := start_notice(config.watch):
             log.warning("%s", notice)
@@ -80,33 +83,40 @@ class Pipeline:
         self._polls_without_rows = 0 if rows else self._polls_without_rows + 1
         if warning := silence_warning(self._polls_without_rows, self._config.watch):
             log.warning("%s", warning)
-        self._sink.append(b"".join(encode_row(row) for row in rows), poll.at.unix_ms, poll.at.monotonic_ns)
+        lines = b"".join(encode_row(row) for row in rows)
+        kept = self._sink.append(lines, poll.at.unix_ms, poll.at.monotonic_ns)
+        self.rows_on_disk += kept
+        self.rows_not_written += len(rows) - kept
         self._previous = poll
         if self._observer is not None:
             self._observer.observe(poll, rows)
         log.debug("poll %d: %d processes read, %d rows", self.state.polls, len(poll.processes), len(rows))
         if self.state.polls % REPORT_EVERY_POLLS == 0:
             self._report()
-        return len(rows)
+        return kept
 
     def restart(self) -> None:
         """Forget the previous poll (a new trace file starts a new run)."""
         self._previous = None
 
     def close(self) -> None:
-        self._report()
+        """Close the sink, then say what reached the disk and what was dropped, in the final count."""
         self._sink.close()
+        self._report(final=True)
         if self._recorder is not None:
             self._recorder.close()
 
-    def _report(self) -> None:
-        now = (self.state.dropped, self.state.no_rate, self.state.short_lived_unplaced)
-        if now != self._reported:
+    def _report(self, final: bool = False) -> None:
+        now = (self.state.dropped, self.state.no_rate, self.state.short_lived_unplaced, self.rows_not_written)
+        if now != self._reported or final:
             log.info(
-                "so far %d rows written; skipped %d pids that exited or were torn mid-read, "
-                "%d process-polls without a rate yet (first sighting, reused pid, counter reset), "
-                "%d syscalls of short-lived processes in containers with no rated process to carry them",
-                self.state.written,
+                "%s %d rows written, %d rows dropped (not written: disk full or I/O error); skipped %d "
+                "pids that exited or were torn mid-read, %d process-polls without a rate yet (first "
+                "sighting, reused pid, counter reset), %d syscalls of short-lived processes in "
+                "containers with no rated process to carry them",
+                "in all:" if final else "so far",
+                self.rows_on_disk,
+                self.rows_not_written,
                 self.state.dropped,
                 self.state.no_rate,
                 self.state.short_lived_unplaced,

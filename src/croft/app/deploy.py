@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from cyclopts import App, Parameter
 
+from croft.app.options import check_number
 from croft.errors import UserError
 
 if TYPE_CHECKING:
@@ -66,9 +67,10 @@ def kubernetes(
     kernel_before_5_8: OldKernel = False,
 ) -> int:
     """Apply the collector's DaemonSet and its companions to the cluster."""
+    from croft.domain.deploy.k8s_names import label_problem
     from croft.domain.deploy.manifests import DeployOptions, image_problem, manifest_header, manifests
 
-    if problem := image_problem(image):
+    if problem := image_problem(image) or label_problem("--namespace", namespace):
         raise UserError(problem)
     options = DeployOptions(
         image=image, watch=watch, namespace=namespace, kernel_before_5_8=kernel_before_5_8
@@ -77,8 +79,7 @@ def kubernetes(
     if dry_run:
         sys.stdout.write(render_manifests(docs, manifest_header(options)))
         return 0
-    if timeout <= 0:
-        raise UserError(f"--timeout must be a positive number of seconds, got {timeout}")
+    check_number("--timeout", timeout, 0, 86400, "seconds", low_open=True)
     from croft.adapters.kube.cluster import Kube, load_configuration
 
     kube = Kube(load_configuration(kubeconfig))

@@ -7,7 +7,7 @@ from typing import Annotated
 
 from cyclopts import Parameter
 
-from croft.app.options import DEFAULT_DATASET, DatasetOpt
+from croft.app.options import DEFAULT_DATASET, DatasetOpt, check_number
 from croft.errors import UserError
 
 
@@ -91,7 +91,8 @@ def run(
     limits = Limits(rotate_secs, rotate_bytes, retain_days, retain_bytes)
     if errors := limit_errors(limits):
         raise UserError(errors[0])
-    if linger and (replay is None or not metrics_addr or linger < 0):
+    check_number("--linger", linger, 0, 7 * 86400, "seconds")
+    if linger and (replay is None or not metrics_addr):
         raise UserError("--linger takes seconds >= 0 and needs --replay and --metrics-addr")
     if node and not is_safe_name(node):
         raise UserError(f"--node {node!r} is not a plain name (letters, digits, . _ -); give the node's name")

@@ -84,6 +84,15 @@ def scale(
         return _replay(replay, config, fmt)
     if not namespace or not deployment:
         raise UserError("name the Deployment to scale with --namespace and --deployment")
+    from croft.domain.deploy.k8s_names import label_problem, subdomain_problem
+
+    names_problem = (
+        label_problem("--namespace", namespace)
+        or subdomain_problem("--deployment", deployment)
+        or label_problem("--collector-namespace", collector_namespace)
+    )
+    if names_problem:
+        raise UserError(names_problem)
     if polls < 0:
         raise UserError("--polls must be 0 (run until stopped) or more")
     return _live(namespace, deployment, config, api, dry_run, collector_namespace, collector_selector,

@@ -48,9 +48,10 @@ def top(
     their row): container, pid, comm, framework, workload, CPU, RSS, network, I/O, cgroup and the
     busiest syscalls. Keys: c/m/s/p sort, / filter, arrows and PgUp/PgDn scroll, q quits. Reads
     only the end of the live file."""
-    if not (math.isfinite(interval) and interval > 0):
+    if not (math.isfinite(interval) and 0.1 <= interval <= 86400):
         raise UserError(
-            f"--interval must be a positive number of seconds, got {interval:g}; try --interval 2"
+            f"--interval must be a positive number of seconds, got {interval:g} (0.1 to 86400 are "
+            "accepted); try --interval 2"
         )
     import socket
     import sys

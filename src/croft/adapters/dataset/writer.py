@@ -158,22 +158,23 @@ class DatasetWriter:
 
     # --- the sink port -------------------------------------------------------------------------
 
-    def append(self, lines: bytes, now_ms: int, monotonic_ns: int | None = None) -> None:
+    def append(self, lines: bytes, now_ms: int, monotonic_ns: int | None = None) -> int:
         """Write one poll's rows (whole lines, `\\n`-terminated) at poll time `now_ms` (unix ms) and
-        `monotonic_ns` (CLOCK_MONOTONIC; None: taken to be `now_ms`, for callers with one clock)."""
+        `monotonic_ns` (CLOCK_MONOTONIC; None: taken to be `now_ms`, for callers with one clock);
+        returns how many rows are in the live file now (0 when they were dropped)."""
         mono_ns = now_ms * 1_000_000 if monotonic_ns is None else monotonic_ns
         self._mono_ms = mono_ns // 1_000_000
         taken = [*self._blocked, *(s.name for s in self._known)]
         rotation = plan_rotation(self._live, now_ms, self._limits, taken, now_monotonic_ns=mono_ns)
         if rotation is not None:
             self._rotate(rotation, now_ms)
-        if lines:
-            self._write(lines, now_ms, mono_ns)
+        written = self._write(lines, now_ms, mono_ns) if lines else 0
         news, failed = self.compressor.take_news()
         for segment in failed:
             self._retry_after[segment] = self._mono_ms + RETRY_MS
         if news or self._next_housekeeping_ms is None or self._mono_ms >= self._next_housekeeping_ms:
             self._housekeep(now_ms)
+        return written
 
     def close(self) -> None:
         """Let queued compressions finish for up to CLOSE_DRAIN_S (what is left is compressed at the
@@ -299,7 +300,7 @@ class DatasetWriter:
         self.compressor.submit(segment)
         self._next_housekeeping_ms = None
 
-    def _write(self, lines: bytes, now_ms: int, mono_ns: int) -> None:
+    def _write(self, lines: bytes, now_ms: int, mono_ns: int) -> int:
         rows = lines.count(b"\n")
         offset = self._live.size_bytes
         try:
@@ -317,7 +318,7 @@ class DatasetWriter:
                     LOG.warning("could not cut a short write off %s: %s", self._path, trunc.strerror)
             why = "the disk is full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else exc.strerror
             self._warn(f"dropping rows: {why} ({self._rows_dropped} dropped so far)")
-            return
+            return 0
         if self._dropped_since_log:
             LOG.warning("writing %s again after dropping %d rows", self._path, self._dropped_since_log)
             self._dropped_since_log = 0
@@ -327,6 +328,7 @@ class DatasetWriter:
         if self._live.first_row_ms is None:
             self._live = attrs.evolve(self._live, first_row_ms=now_ms, first_row_monotonic_ns=mono_ns)
         self._live = attrs.evolve(self._live, size_bytes=offset + len(lines))
+        return rows
 
     def _warn(self, message: str) -> None:
         """A warning about a failure that repeats every poll, at most once per LOG_EVERY_MS of the

@@ -1,0 +1,127 @@
+"""Hostile option values, as a user types them: every float option of every command refuses NaN,
+infinities, zero where it means nothing, and absurd magnitudes; Kubernetes names follow DNS-1123;
+croft run's --record and --frameworks say what is wrong with the path. One sentence each, exit 1,
+never a traceback, never a wait."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.cli import croft
+
+ROOT = Path(__file__).resolve().parents[2]
+TRACE = str(ROOT / "fixtures" / "traces" / "live")
+
+
+def one_sentence(out: object, starts: str) -> None:
+    assert getattr(out, "returncode", None) == 1, out
+    stderr = str(getattr(out, "stderr", ""))
+    assert stderr.startswith(f"croft: {starts}"), stderr
+    assert stderr.count("\n") == 1 and "Traceback" not in stderr
+
+
+SCALE = (
+    "scale",
+    "--namespace",
+    "ns",
+    "--deployment",
+    "web",
+    "--calls-per-request",
+    "2",
+    "--cpu-per-request-ms",
+    "50",
+)
+
+
+def scale_argv(option: str, value: str) -> list[str]:
+    """croft scale's arguments with `option` set to `value` (replacing its usual value)."""
+    args = dict(zip(SCALE[1::2], SCALE[2::2], strict=True))
+    args[option] = value
+    return ["scale", *(x for pair in args.items() for x in pair), "--polls", "1"]
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "0", "1e-300", "1e300"])
+@pytest.mark.parametrize(
+    "option",
+    ["--interval", "--stabilization-secs", "--calls-per-request", "--cpu-per-request-ms", "--target"],
+)
+def test_scale_refuses_non_finite_zero_and_absurd_numbers(option: str, value: str) -> None:
+    if option == "--stabilization-secs" and value in ("0", "1e-300"):
+        pytest.skip("no scale-down window is a valid choice")
+    one_sentence(croft(*scale_argv(option, value)), f"{option} must be a finite number in [")
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "1e300"])
+def test_run_linger_refuses_non_finite_and_absurd(value: str, tmp_path: Path) -> None:
+    out = croft("run", "--replay", TRACE, "--dataset", str(tmp_path / "d.jsonl"), "--linger", value,
+                "--metrics-addr", "127.0.0.1:0")  # fmt: skip
+    one_sentence(out, "--linger must be a number of seconds in [0, ")
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "0", "-5", "1e300"])
+def test_deploy_timeout_refuses_non_finite_and_absurd(value: str) -> None:
+    one_sentence(
+        croft("deploy", "kubernetes", "--timeout", value), "--timeout must be a number of seconds in (0, "
+    )
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "0", "1e-9", "1e300"])
+def test_top_interval_refuses_non_finite_and_absurd(value: str, tmp_path: Path) -> None:
+    one_sentence(croft("top", "--dataset", str(tmp_path), "--interval", value), "--interval must be")
+
+
+BAD_NAMES = ["a\n---\nkind: ConfigMap", "", "has space", "Upper", "../x", "a" * 300, "-x", "x-", "a_b"]
+
+
+@pytest.mark.parametrize("name", BAD_NAMES)
+def test_deploy_namespace_follows_dns_1123(name: str) -> None:
+    out = croft("deploy", "kubernetes", "--dry-run", f"--namespace={name}")
+    one_sentence(out, "--namespace ")
+    assert "DNS-1123 label" in out.stderr and out.stdout == ""
+
+
+@pytest.mark.parametrize("name", BAD_NAMES)
+def test_collect_namespace_follows_dns_1123(name: str, tmp_path: Path) -> None:
+    out = croft("collect", f"--namespace={name}", "--out", str(tmp_path))
+    one_sentence(out, "--namespace ")
+
+
+@pytest.mark.parametrize("option", ["--namespace", "--deployment", "--collector-namespace"])
+@pytest.mark.parametrize("name", ["a\nb", "Upper", "../x", "a" * 300, "x y"])
+def test_scale_names_follow_dns_1123(option: str, name: str) -> None:
+    out = croft(*scale_argv(option, name))
+    one_sentence(out, f"{option} ")
+    assert "DNS-1123" in out.stderr
+
+
+def test_deploy_dry_run_with_a_dotted_deployment_like_namespace_is_refused_but_a_good_one_renders() -> None:
+    assert croft("deploy", "kubernetes", "--dry-run", "--namespace", "a.b").returncode == 1
+    good = croft("deploy", "kubernetes", "--dry-run", "--namespace", "croft-2")
+    assert good.returncode == 0 and "namespace: croft-2" in good.stdout
+
+
+def test_run_record_at_an_impossible_path(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    out = croft("run", "--replay", TRACE, "--dataset", str(tmp_path / "d.jsonl"),
+                "--record", str(tmp_path / "file" / "rec"))  # fmt: skip
+    one_sentence(out, f"cannot create the --record directory {tmp_path / 'file' / 'rec'}: Not a directory")
+
+
+def test_run_frameworks_not_utf8(tmp_path: Path) -> None:
+    catalog = tmp_path / "frameworks.toml"
+    catalog.write_bytes(b'[frameworks.x]\nmodules = ["\xff\xfe"]\n')
+    out = croft(
+        "run", "--replay", TRACE, "--dataset", str(tmp_path / "d.jsonl"), "--frameworks", str(catalog)
+    )
+    one_sentence(out, f"--frameworks {catalog} is not UTF-8 text (byte ")
+
+
+def test_run_frameworks_fifo_does_not_block(tmp_path: Path) -> None:
+    fifo = tmp_path / "frameworks.toml"
+    os.mkfifo(fifo)
+    out = croft("run", "--replay", TRACE, "--dataset", str(tmp_path / "d.jsonl"), "--frameworks", str(fifo),
+                timeout=60)  # fmt: skip
+    one_sentence(out, f"--frameworks {fifo} is not a regular file")
