@@ -19,8 +19,9 @@ class ListSink:
     def __init__(self) -> None:
         self.appended: list[bytes] = []
 
-    def append(self, lines: bytes, now_ms: int, monotonic_ns: int | None = None) -> None:
+    def append(self, lines: bytes, now_ms: int, monotonic_ns: int | None = None) -> int:
         self.appended.append(lines)
+        return lines.count(b"\n")
 
     def close(self) -> None:
         pass
