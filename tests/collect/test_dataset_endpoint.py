@@ -56,6 +56,15 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
             process.stderr.close()
 
 
+@pytest.mark.parametrize("header", ["bytes=" + "9" * 5000 + "-", "bytes=" + "1" * 4301 + "-" + "2" * 4301])
+def test_a_range_of_thousands_of_digits_is_416_not_a_500(served: tuple[str, Path], header: str) -> None:
+    url, data = served
+    answer = httpx.get(url + "/dataset/croft-dataset.jsonl", headers={"Range": header})
+    size = (data / "croft-dataset.jsonl").stat().st_size
+    assert answer.status_code == 416 and answer.headers["content-range"] == f"bytes */{size}"
+    assert httpx.get(url + "/dataset/").status_code == 200  # and it serves on
+
+
 def raw_get(url: str, target: str) -> tuple[int, bytes]:
     """GET `target` sent byte for byte (no client-side normalisation of `..` or `//`)."""
     port = int(url.rsplit(":", 1)[1])

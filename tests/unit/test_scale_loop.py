@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import attrs
 import httpx
 import pytest
 
@@ -230,6 +231,37 @@ def test_the_burst_fixture_scales_up_within_six_seconds_and_never_down_inside_it
     )
     assert first_up - onset <= 6000
     assert not [p for p, d in decisions if d.action == "down" and onset <= p.observations.now_ms <= end]
+
+
+@pytest.mark.parametrize("garbage", ["NaN", "+Inf", "-Inf", "-75.5"])
+def test_garbled_rates_in_the_burst_fixture_are_gaps_and_never_scale_down(garbage: str) -> None:
+    # From 30 s into the burst to its end, every collector serves `garbage` for sendto; read as 0
+    # (as before) the estimate fell to 1 replica and, with a short window, scaled 6 -> 1 mid-burst.
+    polls, meta = fixture("burst")
+    onset, end = meta["burst_onset_ms"], meta["burst_end_ms"]
+    config = attrs.evolve(CONFIG, stabilization_s=20.0)
+
+    def garble(body: str | None) -> str | None:
+        if body is None:
+            return None
+        return "\n".join(
+            f"{line.rsplit(' ', 1)[0]} {garbage}" if 'syscall="sendto"' in line else line
+            for line in body.split("\n")
+        )
+
+    damaged = []
+    for poll in polls:
+        now = poll.observations.now_ms
+        if onset + 30_000 <= now <= end:
+            scrapes = tuple(attrs.evolve(s, body=garble(s.body)) for s in poll.observations.scrapes)
+            poll = attrs.evolve(poll, observations=attrs.evolve(poll.observations, scrapes=scrapes))
+        damaged.append(poll)
+    decisions = list(replay(damaged, config))
+    inside = [d for p, d in decisions if onset + 30_000 <= p.observations.now_ms <= end]
+    assert inside and all(d.action != "down" for d in inside)
+    assert all(d.estimate is not None and not d.estimate.complete for d in inside)
+    assert all("(garbled data)" in d.reason.detail for d in inside if d.reason.code == "incomplete")
+    assert any(d.action == "down" for p, d in decisions if p.observations.now_ms > end)  # sound data again
 
 
 def test_the_outage_fixture_never_scales_down_on_incomplete_data() -> None:
