@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.cli import CROFT
 from tests.helpers.collect import HERE, REPO, collector, write_polls
 from tests.helpers.dataset import LIVE
 from tests.helpers.filesystems import fill, small_filesystem
 
-CROFT = str(Path(sys.executable).parent / "croft")
 START_MS = 1_792_505_950_000
 
 

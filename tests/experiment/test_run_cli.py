@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import apps
+from tests.helpers.cli import CROFT
 
 RUN_PY = Path(apps.__file__).with_name("run.py")
 
@@ -113,7 +114,7 @@ def test_calibrate_measures_the_webapp_s_known_costs_from_croft_s_dataset(tmp_pa
         pytest.skip("calibrate needs root (croft run loads eBPF)")
     apps_json = tmp_path / "apps.json"
     apps_json.write_text(apps.APPS_JSON.read_text())
-    croft = str(Path(sys.executable).parent / "croft")
+    croft = CROFT
     out = run_py(
         "calibrate",
         "--apps",

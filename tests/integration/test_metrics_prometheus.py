@@ -22,6 +22,7 @@ from pathlib import Path
 import httpx
 import pytest
 import zstandard
+from tests.helpers.cli import CROFT
 from tests.helpers.net import free_port
 from tests.helpers.prometheus import prometheus as prometheus_on_loopback
 from tests.helpers.prometheus import query, wait_for
@@ -158,7 +159,7 @@ def test_metrics_addr_taken_is_one_sentence_and_exit_1(tmp_path: Path) -> None:
         dataset = str(tmp_path / "d.jsonl")
         argv = ["run", "--replay", str(TRACE), "--dataset", dataset, "--metrics-addr", f"127.0.0.1:{port}"]
         done = subprocess.run(
-            [sys.executable, "-m", "croft", *argv],
+            [CROFT, *argv],
             capture_output=True,
             text=True,
             check=False,
@@ -183,9 +184,7 @@ def test_linger_without_metrics_or_negative_is_one_sentence(
 ) -> None:
     argv = ["run", "--replay", str(TRACE), "--dataset", str(tmp_path / "d.jsonl"), *extra]
     env = {k: v for k, v in os.environ.items() if k != "CROFT_METRICS_ADDR"}
-    done = subprocess.run(
-        [sys.executable, "-m", "croft", *argv], capture_output=True, text=True, check=False, env=env
-    )
+    done = subprocess.run([CROFT, *argv], capture_output=True, text=True, check=False, env=env)
     assert done.returncode == 1
     (line,) = done.stderr.strip().splitlines()
     assert line.startswith(f"croft: {sentence}")

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from tests.helpers.cli import CROFT
 from tests.helpers.workload import BURN, WRITE, OwnCgroup
 
 
@@ -48,9 +49,7 @@ def test_not_root_is_one_sentence_and_exit_1() -> None:
         user = pwd.getpwnam("nobody")
         code, stderr = _run_as(user.pw_uid, user.pw_gid, argv)
     else:
-        done = subprocess.run(
-            [sys.executable, "-m", "croft", *argv], capture_output=True, text=True, check=False
-        )
+        done = subprocess.run([CROFT, *argv], capture_output=True, text=True, check=False)
         code, stderr = done.returncode, done.stderr
     assert code == 1
     lines = stderr.strip().splitlines()
@@ -69,7 +68,7 @@ def test_live_run_then_replay_of_its_trace_writes_the_same_bytes(tmp_path: Path)
         group.spawn(WRITE, str(tmp_path / "written"), "262144")
         log = tmp_path / "croft.log"
         with log.open("wb") as log_file:
-            command = [sys.executable, "-m", "croft", "run", "--watch", group.name, "--record", str(trace)]
+            command = [CROFT, "run", "--watch", group.name, "--record", str(trace)]
             croft = subprocess.Popen([*command, "--dataset", str(live)], stderr=log_file)
         deadline = time.monotonic() + 180
         while not (live.exists() and live.stat().st_size) and time.monotonic() < deadline:
@@ -81,7 +80,7 @@ def test_live_run_then_replay_of_its_trace_writes_the_same_bytes(tmp_path: Path)
         assert croft.wait(timeout=30) == 0, log.read_text()
     assert "writing the last poll" in log.read_text()
     done = subprocess.run(
-        [sys.executable, "-m", "croft", "run", "--replay", str(trace), "--dataset", str(replayed)],
+        [CROFT, "run", "--replay", str(trace), "--dataset", str(replayed)],
         capture_output=True,
         text=True,
         timeout=120,

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from tests.helpers.cli import CROFT
 from tests.helpers.rows import append, encode, make_row
 
 from croft.domain.dataset.codec import encode_row
@@ -97,7 +98,7 @@ def run_in_pty(argv: list[str], timeout_s: float = 60, env: dict[str, str] | Non
 def test_once_in_a_terminal_prints_a_styled_aligned_table(tmp_path: Path) -> None:
     stamp = now_ms()
     (tmp_path / LIVE).write_bytes(encode(busy_poll(stamp - 2000, "previous") + busy_poll(stamp, "trainer")))
-    status, raw = run_in_pty([sys.executable, "-m", "croft", "top", "--once", "--dataset", str(tmp_path)])
+    status, raw = run_in_pty([CROFT, "top", "--once", "--dataset", str(tmp_path)])
     screen = ANSI.sub("", raw).replace("\r\n", "\n")
     assert status == 0, screen
     assert "\x1b[" in raw, "a terminal gets a styled table"
@@ -364,9 +365,7 @@ def test_no_color_and_an_ascii_terminal(tmp_path: Path, variable: str) -> None:
     stamp = now_ms()
     (tmp_path / LIVE).write_bytes(encode(busy_poll(stamp, "trainer")))
     value = {"NO_COLOR": "1", "PYTHONIOENCODING": "ascii"}[variable]
-    status, raw = run_in_pty(
-        [sys.executable, "-m", "croft", "top", "--once", "--dataset", str(tmp_path)], env={variable: value}
-    )
+    status, raw = run_in_pty([CROFT, "top", "--once", "--dataset", str(tmp_path)], env={variable: value})
     assert status == 0, raw
     assert "Traceback" not in raw and raw.count("trainer") == 3
     if variable == "NO_COLOR":

@@ -18,12 +18,12 @@ import os
 import signal
 import statistics
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import orjson
 import pytest
+from tests.helpers.cli import CROFT
 from tests.helpers.workload import BURN, SplitCgroups
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -54,7 +54,7 @@ def test_cgroup_cpu_is_the_named_cgroups_own_on_both_hierarchies(tmp_path: Path)
         log = tmp_path / "croft.log"
         with log.open("wb") as log_file:
             croft = subprocess.Popen(
-                [sys.executable, "-m", "croft", "run", "--watch", "croft-split", "--dataset", str(dataset)],
+                [CROFT, "run", "--watch", "croft-split", "--dataset", str(dataset)],
                 stderr=log_file,
             )
         v2_samples: list[tuple[int, int]] = []

@@ -13,12 +13,12 @@ import shutil
 import signal
 import statistics
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import orjson
 import pytest
+from tests.helpers.cli import CROFT
 from tests.helpers.workload import ALLOC, BURN, WRITE, OwnCgroup
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -57,7 +57,7 @@ def test_croft_agrees_with_pidstat(tmp_path: Path) -> None:
         log = tmp_path / "croft.log"
         with log.open("wb") as log_file:
             croft = subprocess.Popen(
-                [sys.executable, "-m", "croft", "run", "--watch", group.name, "--dataset", str(dataset)],
+                [CROFT, "run", "--watch", group.name, "--dataset", str(dataset)],
                 stderr=log_file,
             )
         try:

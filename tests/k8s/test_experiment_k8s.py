@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.helpers.cli import CROFT
 from tests.helpers.kube import ControlPlane
 from tests.helpers.webapp import running_webapp
 
@@ -124,7 +125,7 @@ def _options(plane: ControlPlane, app: apps.App, url: str, data: Path, **kw: obj
         kubeconfig=str(plane.kubeconfig),
         cooldown_s=0,
         ready_timeout_s=60,
-        croft=str(Path(sys.executable).parent / "croft"),
+        croft=CROFT,
         **kw,  # type: ignore[arg-type]
     )
 

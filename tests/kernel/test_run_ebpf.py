@@ -8,13 +8,13 @@ import os
 import signal
 import statistics
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import workload
+from tests.helpers.cli import CROFT
 
 pytestmark = [pytest.mark.root, pytest.mark.bpf, pytest.mark.slow]
 
@@ -55,7 +55,7 @@ def test_croft_run_rows_carry_the_syscall_rate_of_a_watched_process(tmp_path: Pa
     with workload.OwnCgroup(name) as cgroup:
         child = cgroup.spawn(PACED, str(RATE_PER_S))
         croft = subprocess.Popen(
-            [sys.executable, "-m", "croft", "run", "--dataset", str(dataset), "--watch", name],
+            [CROFT, "run", "--dataset", str(dataset), "--watch", name],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,

@@ -6,7 +6,6 @@ import io
 import json
 import socket
 import subprocess
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from croft.domain.collector.snapshot import Instant
 from croft.domain.scaling.decision import ScaleConfig
 from croft.domain.scaling.record import decode_poll, replay
 from croft.errors import UserError
+from tests.helpers.cli import CROFT
 from tests.helpers.scale import CALLS_PER_REQUEST, cid, collector_body
 
 REPO = Path(__file__).resolve().parents[2]
@@ -279,7 +279,7 @@ def test_the_outage_fixture_never_scales_down_on_incomplete_data() -> None:
 def test_replay_cli_rejects_a_file_that_is_not_a_record(tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"deployment": 1}\n')
-    croft = str(Path(sys.executable).parent / "croft")
+    croft = CROFT
     args = ["--calls-per-request", "2", "--cpu-per-request-ms", "50"]
     out = subprocess.run(
         [croft, "scale", "--replay", str(bad), *args], capture_output=True, text=True, check=False

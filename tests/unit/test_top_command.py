@@ -5,13 +5,12 @@ from __future__ import annotations
 import re
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from croft.domain.dataset.codec import encode_row
-from tests.helpers.cli import croft
+from tests.helpers.cli import CROFT, croft
 from tests.helpers.rows import T0_MS, encode, make_row, poll
 
 LIVE = "croft-dataset.jsonl"
@@ -109,7 +108,7 @@ def test_a_bad_interval_is_a_clear_error(dataset: Path, interval: str) -> None:
 def test_batch_mode_reprints_every_interval_and_ends_cleanly_on_ctrl_c(dataset: Path) -> None:
     """Not a terminal and no --once: a whole table every --interval, like `top -b`."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "croft", "top", "--interval", "0.2", "--dataset", str(dataset)],
+        [CROFT, "top", "--interval", "0.2", "--dataset", str(dataset)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
