@@ -71,14 +71,15 @@ def node_rows(
     on_skip: Callable[[str], None] | None = None,
     host: str | None = None,
 ) -> Iterator[tuple[str, Row]]:
-    """(node, row) for the rows that `rows` yields: the node is the name of the per-node
-    directory a row was read from, or `host` (default this machine's name) for a single dataset."""
+    """(node, row) for the rows that `rows` yields: the node is the one the row names (its `node`
+    key, written by collectors that record it); for an older row, the name of the per-node
+    directory it was read from, or `host` (default this machine's name) for a single dataset."""
     skips = SkipTally()
     needle = container_id.encode() if container_id else None
     for dataset_file in find_files(Path(path), host):
         for row in _rows_of(dataset_file, skips, needle):
             if _within(row, container_id, from_ms, to_ms):
-                yield dataset_file.node, row
+                yield row.node or dataset_file.node, row
     for sentence in skips.report():
         (on_skip or _log.warning)(sentence)
 

@@ -145,3 +145,33 @@ def test_a_closed_pipe_ends_quietly_with_0(tmp_path: Path) -> None:
     out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60, check=False)
     assert out.stdout.splitlines()[-1] == "status=0"
     assert out.stderr == ""
+
+
+def test_nodes_are_the_ones_rows_name_and_directory_names_only_for_older_rows(tmp_path: Path) -> None:
+    """A dataset copied elsewhere still says where it was written: rows that name their node count
+    on it; rows of collectors before the `node` key count on their per-node directory's name."""
+    import attrs
+    from tests.helpers.rows import EXAMPLE_CONTAINER, T0_MS, make_row
+
+    from croft import dataset
+    from croft.domain.dataset.codec import encode_row
+
+    copied, old = tmp_path / "nodes" / "copied-to-laptop", tmp_path / "nodes" / "old-node"
+    copied.mkdir(parents=True)
+    old.mkdir()
+    named = [attrs.evolve(make_row(tgid=7, unix_ms=T0_MS + 2000 * i), node="gpu-a") for i in range(3)]
+    named.append(attrs.evolve(make_row(tgid=8, unix_ms=T0_MS), node="gpu-b"))
+    (copied / "croft-dataset.jsonl").write_bytes(b"".join(map(encode_row, named)))
+    (old / "croft-dataset.jsonl").write_bytes(encode_row(make_row(tgid=9, unix_ms=T0_MS)))
+
+    out = croft("stats", str(tmp_path / "nodes"), "--json")
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert got["nodes"] == ["gpu-a", "gpu-b", "old-node"]
+    assert (got["rows"], got["polls"], got["processes"]) == (5, 5, 3)
+    single = croft("stats", str(copied / "croft-dataset.jsonl"), "--json")
+    assert json.loads(single.stdout)["nodes"] == ["gpu-a", "gpu-b"]  # not this machine's name
+    assert [n for n, _ in dataset.node_rows(tmp_path / "nodes")] == ["gpu-a"] * 3 + ["gpu-b", "old-node"]
+    profile = croft("profile", EXAMPLE_CONTAINER[:8], "--dataset", str(tmp_path / "nodes"))
+    assert profile.returncode == 0, profile.stderr
+    assert json.loads(profile.stdout)["nodes"] == ["gpu-a", "gpu-b", "old-node"]

@@ -141,7 +141,7 @@ class ProfileAccumulator:
 
     def add(self, node: str, view: Any) -> None:
         """Count one decoded row (`views.RowSchema`) read on `node`; rows of other subjects are
-        ignored."""
+        ignored. A row that names its node is counted on that node instead."""
         key = self.subject.key(view)
         if key is None:
             return
@@ -154,6 +154,7 @@ class ProfileAccumulator:
             self.to_ms is not None and unix_ms > self.to_ms
         ):
             return
+        node = view.node or node
         cg = view.cgroup_usage
         gpu = 1.0 if view.workload in GPU_WORKLOADS else 0.0
         cpu, memory = cg.cpu_cores, float(cg.memory_bytes)

@@ -1,6 +1,7 @@
 """What `croft stats` computes from a dataset: mergeable accumulators and the summary they yield.
 
-A reader feeds an accumulator batches of decoded rows (views) of one node; accumulators of
+A reader feeds an accumulator batches of decoded rows (views) of one file, with the node that file
+belongs to; a row that names its own node (its `node` key) is counted on that node. Accumulators of
 different files, parts and worker processes merge into one, in any order, with the same result
 (up to float addition order in the syscall means). Distinct sets hold ints per node, not strings.
 """
@@ -25,6 +26,7 @@ _unix_ms = attrgetter("unix_ms")
 _tgid = attrgetter("tgid")
 _workload = attrgetter("workload")
 _syscalls = attrgetter("syscalls")
+_node = attrgetter("node")
 
 
 @attrs.frozen
@@ -94,10 +96,26 @@ class StatsAccumulator:
         self.skips = SkipTally()
 
     def add(self, node: str, views: Sequence[Any]) -> None:
-        """Count one batch of rows (`views.RowSchema`) read on `node`: a few C-level passes over the
-        batch, and with `syscalls` one Python loop over its syscall entries."""
+        """Count one batch of rows (`views.RowSchema`) read from a file of `node`: a few C-level passes
+        over the batch, and with `syscalls` one Python loop over its syscall entries. Rows that name
+        their node count on it (`node` is only the fallback for rows of older collectors)."""
         if not views:
             return
+        named = set(map(_node, views))
+        if named != {None}:
+            if len(named) == 1:
+                (only,) = named
+                node = only or node  # an empty name is no name
+            else:
+                batches: dict[str, list[Any]] = {}
+                for view in views:
+                    batches.setdefault(view.node or node, []).append(view)
+                for own, batch in batches.items():
+                    self._add(own, batch)
+                return
+        self._add(node, views)
+
+    def _add(self, node: str, views: Sequence[Any]) -> None:
         self.rows += len(views)
         times = set(map(_unix_ms, views))
         low, high = min(times), max(times)
