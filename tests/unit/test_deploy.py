@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from croft.domain.deploy.manifests import CAPABILITIES, DeployOptions, docker_run_argv, manifests
 from tests.helpers.cli import CROFT, croft
+from tests.helpers.golden import assert_same_bytes
 
 REPO = Path(__file__).resolve().parents[2]
 # printable option values, quotes, spaces and shell metacharacters included
@@ -157,9 +158,12 @@ def test_the_daemonset_runs_as_the_issue_asks() -> None:
 def test_checked_in_manifest_is_the_dry_run() -> None:
     out = croft("deploy", "kubernetes", "--dry-run")
     checked_in = (REPO / "deploy/kubernetes/collector.yaml").read_text()
-    assert out.stdout == checked_in, (
-        "deploy/kubernetes/collector.yaml differs from croft deploy kubernetes --dry-run; regenerate it "
-        "with: croft deploy kubernetes --dry-run > deploy/kubernetes/collector.yaml"
+    assert_same_bytes(
+        out.stdout.encode(),
+        checked_in.encode(),
+        "deploy/kubernetes/collector.yaml",
+        "it should be croft deploy kubernetes --dry-run; if the change is intended, regenerate it with: "
+        "croft deploy kubernetes --dry-run > deploy/kubernetes/collector.yaml",
     )
 
 
