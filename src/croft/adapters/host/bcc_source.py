@@ -13,6 +13,7 @@ import ctypes
 import fnmatch
 import logging
 import os
+import struct
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
@@ -36,6 +37,7 @@ NET_RX, NET_TX = 0, 1
 # Slots of syscalls_dropped (bpf/syscalls.c): lost syscall counts, lost ioctl counts, lost marks of
 # new processes, counts kept only per group (syscall_overflow).
 DROP_SLOTS, SPILLED_SLOT = (0, 1, 2), 3
+SYSCALL_KEY, COUNT = "=IIQ", "=Q"  # struct syscall_key {u32 tgid; u32 nr; u64 group}, its u64 count
 
 
 @attrs.frozen
@@ -142,17 +144,25 @@ class BccKernelSource:
         """What the programs counted since the previous call, by host tgid."""
         syscalls: dict[int, dict[str, int]] = {}
         groups: dict[int, int] = {}
-        for key, count in self._drain_syscalls():
-            tgid = int(key.tgid)
-            per_process = syscalls.setdefault(tgid, {})
-            name = self._names.name(int(key.nr))
-            per_process[name] = per_process.get(name, 0) + int(count)
-            groups[tgid] = int(key.group)
+        name_of = self._names.name
+        keys, values = self._drain_syscalls.raw()
+        for (tgid, nr, group), (count,) in zip(
+            struct.iter_unpack(SYSCALL_KEY, keys), struct.iter_unpack(COUNT, values), strict=True
+        ):
+            per_process = syscalls.get(tgid)
+            if per_process is None:
+                per_process = syscalls[tgid] = {}
+                groups[tgid] = group
+            name = name_of(nr)
+            per_process[name] = per_process.get(name, 0) + count
         spilled: dict[int, dict[str, int]] = {}
-        for key, count in self._drain_overflow():
-            per_group = spilled.setdefault(int(key.group), {})
-            name = self._names.name(int(key.nr))
-            per_group[name] = per_group.get(name, 0) + int(count)
+        keys, values = self._drain_overflow.raw()
+        for (_, nr, group), (count,) in zip(
+            struct.iter_unpack(SYSCALL_KEY, keys), struct.iter_unpack(COUNT, values), strict=True
+        ):
+            per_group = spilled.setdefault(group, {})
+            name = name_of(nr)
+            per_group[name] = per_group.get(name, 0) + count
         rx: dict[int, int] = {}
         tx: dict[int, int] = {}
         if self._drain_net is not None:

@@ -35,7 +35,8 @@ class LiveSource:
 
     After each poll it tells the kernel what to count (`KernelSelection`): the cgroup-v2 cgroups the
     `watch` prefixes match (walked again every poll, so a new container is counted from the next
-    one), and by tgid the GPU holders and the watched processes a cgroup-v2 id does not cover. The
+    one), and by tgid the GPU holders (by ioctls, NVML or open device files) and the watched
+    processes a cgroup-v2 id does not cover. The
     counts of processes procfs did not read (exited, or spilled without a tgid) are handed on as
     `Poll.unread`, by the membership of the process when a previous poll read it, else of the
     group the kernel counted them in."""
@@ -94,7 +95,8 @@ class LiveSource:
         memberships = {p.tgid: p.cgroups for p in processes}
         unread = self._unread(kernel, memberships)
         self._memberships = memberships
-        self.select(processes, frozenset(gpu_tgids))
+        holders = gpu_tgids | {p.tgid for p in processes if p.gpu_device_fds}
+        self.select(processes, frozenset(holders))
         cgroups = self._cgroupfs.read_all(p.cgroups for p in processes)
         return Poll(
             at=at,
