@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 import attrs
+import orjson
 
 from croft.adapters.dataset.zstd_frames import ends_on_a_frame
 from croft.domain.dataset.lines import JSON_WHITESPACE, MAX_LINE_BYTES
@@ -114,6 +115,18 @@ def find_files(path: Path, host: str | None = None) -> tuple[DatasetFile, ...]:
             f"{shown(path)} does not exist; give a dataset file or directory, or set DATASET_PATH"
         )
     raise UserError(f"{shown(path)} {kind}; give a dataset file or directory")
+
+
+def first_row_ms(path: Path) -> int | None:
+    """`unix_ms` of the first line of the plain file `path`, or None when it is not a readable row
+    (the dataset writer's rotation and croft collect's saved copies name files by it)."""
+    try:
+        with path.open("rb") as f:
+            line = f.read(MAX_LINE_BYTES).split(b"\n", 1)[0]
+        value = orjson.loads(line).get("unix_ms")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if type(value) is int else None
 
 
 def shown(path: Path | str) -> str:

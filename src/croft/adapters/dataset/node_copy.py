@@ -20,11 +20,10 @@ from pathlib import Path
 from typing import ParamSpec, Protocol, TypeVar
 
 import attrs
-import orjson
 
-from croft.adapters.dataset.disk import OS_DISK, Disk, write_all
+from croft.adapters.dataset.disk import OS_DISK, Disk, fsync_directory, write_all
 from croft.adapters.dataset.fetch import FileGone, FileShrank
-from croft.adapters.dataset.files import Damaged, zstd_blocks
+from croft.adapters.dataset.files import Damaged, first_row_ms, zstd_blocks
 from croft.domain.dataset.http import BadIndex, Index, decode_index
 from croft.domain.dataset.rotation import Naming
 from croft.domain.dataset.transfer import (
@@ -90,16 +89,6 @@ def local_files(directory: Path) -> list[LocalFile]:
                 st = entry.stat(follow_symlinks=False)
                 found.append(LocalFile(entry.name, st.st_size, st.st_mtime_ns // 1_000_000))
     return found
-
-
-def first_row_ms(path: Path) -> int | None:
-    """`unix_ms` of the first line of `path` (a plain JSON-lines file), or None."""
-    try:
-        with path.open("rb") as f:
-            value = orjson.loads(f.readline()).get("unix_ms")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return value if type(value) is int else None
 
 
 class NodeCopy:
@@ -217,7 +206,7 @@ class NodeCopy:
         os.utime(target, ns=(fetch.mtime_ms * 1_000_000, fetch.mtime_ms * 1_000_000), follow_symlinks=False)
         if fetch.supersedes is not None:
             (self._dir / fetch.supersedes).unlink(missing_ok=True)
-        _fsync_dir(self._dir)
+        fsync_directory(self._dir)
         self.result.files += 1
 
     def _append(self, fetch: Fetch, chunks: contextlib.AbstractContextManager[Iterator[bytes]]) -> None:
@@ -364,11 +353,3 @@ def _plain_blocks(path: Path) -> Iterator[bytes]:
     with path.open("rb") as f:
         while block := f.read(_READ_BYTES):
             yield block
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

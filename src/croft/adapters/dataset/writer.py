@@ -29,7 +29,6 @@ import os
 from pathlib import Path
 
 import attrs
-import orjson
 
 from croft.adapters.dataset.compressor import (
     ZSTD_LEVEL,
@@ -37,6 +36,7 @@ from croft.adapters.dataset.compressor import (
     compressed_matches,
 )
 from croft.adapters.dataset.disk import OS_DISK, Disk, fsync_directory, write_all
+from croft.adapters.dataset.files import first_row_ms
 from croft.domain.dataset.rotation import (
     FileFact,
     Limits,
@@ -58,7 +58,6 @@ HOUSEKEEPING_MS = 60_000  # how often retention and compression retries look at 
 RETRY_MS = 60_000  # a segment whose compression failed is tried again after this
 LOG_EVERY_MS = 60_000  # at most one "dropping rows" line per minute
 CLOSE_DRAIN_S = 10.0  # well inside the 30 s a SIGTERM'd pod gets before SIGKILL
-_FIRST_LINE_BYTES = 1 << 20
 
 
 @attrs.frozen
@@ -88,17 +87,6 @@ def list_directory(directory: Path) -> list[FileFact]:
             except FileNotFoundError:
                 continue
     return facts
-
-
-def first_row_ms(path: Path) -> int | None:
-    """`unix_ms` of the first line of `path`, or None when it is not a readable row."""
-    try:
-        with path.open("rb") as f:
-            line = f.read(_FIRST_LINE_BYTES).split(b"\n", 1)[0]
-        value = orjson.loads(line).get("unix_ms")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return value if type(value) is int else None
 
 
 def _open_live(path: Path) -> int:
