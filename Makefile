@@ -51,6 +51,7 @@ bench: $(STAMP) bpf-setup
 	# The simulated answer: HPA vs croft scale on the bursts, N seeds, table + PNG (labs/research/experiment).
 	$(BIN)/python labs/research/experiment/run.py answer
 	$(BIN)/python benchmarks/metrics.py
+	$(BIN)/python benchmarks/counters_vs_gauges.py
 	$(BIN)/python benchmarks/collect.py
 	$(BIN)/python benchmarks/export.py
 

@@ -15,6 +15,17 @@ empty for a watched host cgroup) and label `cgroup` (the container's cgroup path
 | `croft_container_memory_bytes` | container_id | bytes (cgroup memory.current) |
 | `croft_container_cpu_throttled_fraction` | container_id | share of the poll's CPU periods throttled, 0..1 |
 | `croft_container_pressure_avg10` | container_id, resource (cpu, memory, io) | PSI `some avg10`, percent |
+| `croft_container_pressure_ratio` | container_id, resource | the same as a share of time, 0..1 |
+| `croft_container_syscalls_total` | container_id, syscall | counter: syscalls (every syscall it made) |
+| `croft_container_cpu_seconds_total` | container_id | counter: CPU seconds (cgroup cpu.stat) |
+| `croft_container_cpu_periods_total` | container_id | counter: CFS periods (nr_periods), when read |
+| `croft_container_cpu_throttled_periods_total` | container_id | counter: throttled periods (nr_throttled) |
+| `croft_container_network_{receive,transmit}_bytes_total` | container_id | counter: bytes |
+| `croft_container_fs_{read,write}_bytes_total` | container_id | counter: bytes |
+| `croft_container_info` | container_id, pod_uid | 1; the pod UID from the cgroup path |
+
+The counters (see `croft.domain.metrics.counters`) let a Prometheus that scrapes every 15-30 s take
+`rate()` over every poll; the gauges are one poll's.
 
 A container that was not seen in the newest poll disappears from the exposition (bounded cardinality);
 each container carries its busiest `SYSCALLS_PER_CONTAINER` syscalls by name and the rest summed
@@ -47,6 +58,16 @@ CONTAINER_CPU_CORES = "croft_container_cpu_cores"
 CONTAINER_MEMORY_BYTES = "croft_container_memory_bytes"
 CONTAINER_CPU_THROTTLED_FRACTION = "croft_container_cpu_throttled_fraction"
 CONTAINER_PRESSURE_AVG10 = "croft_container_pressure_avg10"
+CONTAINER_PRESSURE_RATIO = "croft_container_pressure_ratio"
+CONTAINER_SYSCALLS_TOTAL = "croft_container_syscalls_total"
+CONTAINER_CPU_SECONDS_TOTAL = "croft_container_cpu_seconds_total"
+CONTAINER_CPU_PERIODS_TOTAL = "croft_container_cpu_periods_total"
+CONTAINER_CPU_THROTTLED_PERIODS_TOTAL = "croft_container_cpu_throttled_periods_total"
+CONTAINER_NETWORK_RECEIVE_BYTES_TOTAL = "croft_container_network_receive_bytes_total"
+CONTAINER_NETWORK_TRANSMIT_BYTES_TOTAL = "croft_container_network_transmit_bytes_total"
+CONTAINER_FS_READ_BYTES_TOTAL = "croft_container_fs_read_bytes_total"
+CONTAINER_FS_WRITE_BYTES_TOTAL = "croft_container_fs_write_bytes_total"
+CONTAINER_INFO = "croft_container_info"
 
 POLL_DURATION_SECONDS = "croft_poll_duration_seconds"
 LAST_POLL_TIMESTAMP_SECONDS = "croft_last_poll_timestamp_seconds"
@@ -62,6 +83,7 @@ LABEL_CONTAINER_ID = "container_id"
 LABEL_SYSCALL = "syscall"
 LABEL_RESOURCE = "resource"
 LABEL_CGROUP = "cgroup"
+LABEL_POD_UID = "pod_uid"
 OTHER_SYSCALLS = "other"
 SYSCALLS_PER_CONTAINER = 24
 PRESSURE_RESOURCES: tuple[str, ...] = ("cpu", "memory", "io")
@@ -72,6 +94,16 @@ HELP: dict[str, str] = {
     CONTAINER_MEMORY_BYTES: "Memory the container's cgroup holds, bytes.",
     CONTAINER_CPU_THROTTLED_FRACTION: "Share of the last poll's CPU periods the cgroup was throttled in.",
     CONTAINER_PRESSURE_AVG10: "PSI some avg10 of the container's cgroup, percent, by resource.",
+    CONTAINER_PRESSURE_RATIO: "PSI some avg10 of the container's cgroup, 0..1, by resource.",
+    CONTAINER_SYSCALLS_TOTAL: "Syscalls of the container's processes, by syscall.",
+    CONTAINER_CPU_SECONDS_TOTAL: "CPU seconds the container's cgroup used (cpu.stat usage).",
+    CONTAINER_CPU_PERIODS_TOTAL: "CFS bandwidth periods of the container's cgroup (cpu.stat nr_periods).",
+    CONTAINER_CPU_THROTTLED_PERIODS_TOTAL: "CFS periods the container's cgroup was throttled in.",
+    CONTAINER_NETWORK_RECEIVE_BYTES_TOTAL: "Bytes the container's processes received.",
+    CONTAINER_NETWORK_TRANSMIT_BYTES_TOTAL: "Bytes the container's processes sent.",
+    CONTAINER_FS_READ_BYTES_TOTAL: "Bytes the container's processes read from storage.",
+    CONTAINER_FS_WRITE_BYTES_TOTAL: "Bytes the container's processes wrote to storage.",
+    CONTAINER_INFO: "1 per container; pod_uid is the Kubernetes pod UID its cgroup path names, else empty.",
     POLL_DURATION_SECONDS: "Seconds the newest poll took.",
     LAST_POLL_TIMESTAMP_SECONDS: "Unix time of the newest poll, seconds.",
     ROWS_WRITTEN_TOTAL: "Rows written to the dataset since the collector started.",

@@ -21,7 +21,7 @@ Cardinality is bounded by the newest poll:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import attrs
 
@@ -30,6 +30,7 @@ from croft.domain.collector.rates import PER_S_DIGITS
 from croft.domain.collector.snapshot import CgroupMembership, Poll
 from croft.domain.dataset.row import Row
 from croft.domain.metrics import names as names
+from croft.domain.metrics.counters import GroupCounters, advance, own_samples, pod_uid
 from croft.domain.metrics.exposition import Sample
 
 GroupKey = tuple[str, str]
@@ -66,6 +67,8 @@ class MetricsMemory:
 
     groups: Mapping[GroupKey, GroupValues] = attrs.field(factory=dict)
     map_drops_total: int = 0
+    counters: Mapping[GroupKey, GroupCounters] = attrs.field(factory=dict)
+    last_poll_ns: int | None = None
 
 
 def top_syscalls(
@@ -145,8 +148,76 @@ def series(
         for key in missing:
             if key in alive:
                 groups[key] = _quiet(previous.groups[key])
-    memory = MetricsMemory(groups, previous.map_drops_total + max(poll.kernel.dropped_entries, 0))
-    return _samples(groups, poll.at.unix_ms, health, memory.map_drops_total), memory
+    counters = _counters(poll, rows, groups, previous)
+    drops = previous.map_drops_total + max(poll.kernel.dropped_entries, 0)
+    memory = MetricsMemory(groups, drops, counters, poll.at.monotonic_ns)
+    samples = _samples(groups, poll.at.unix_ms, health, memory.map_drops_total)
+    return (
+        *samples[: -len(HEALTH_NAMES)],
+        *_counter_samples(groups, counters),
+        *samples[-len(HEALTH_NAMES) :],
+    ), memory
+
+
+def _counters(
+    poll: Poll, rows: Sequence[Row], groups: Mapping[GroupKey, GroupValues], previous: MetricsMemory
+) -> dict[GroupKey, GroupCounters]:
+    """Each served group's counters after `poll` (see `croft.domain.metrics.counters`)."""
+    last = previous.last_poll_ns
+    interval_s = max(poll.at.monotonic_ns - last, 0) / 1e9 if last is not None else 0.0
+    members: dict[GroupKey, list[Row]] = {}
+    for row in rows:
+        members.setdefault(_row_key(row), []).append(row)
+    out: dict[GroupKey, GroupCounters] = {}
+    own_sample = own_samples(poll)
+    for key in groups:
+        group_rows = members.get(key, [])
+        own = min(group_rows, key=lambda r: (len(r.process.cgroup), r.process.cgroup)) if group_rows else None
+        sample = own_sample(own) if own is not None else None
+        out[key] = advance(previous.counters.get(key), group_rows, sample, interval_s)
+    return out
+
+
+def _counter_samples(
+    groups: Mapping[GroupKey, GroupValues], counters: Mapping[GroupKey, GroupCounters]
+) -> list[Sample]:
+    keys = sorted(groups)
+    out: list[Sample] = []
+    for key in keys:
+        group = groups[key]
+        for syscall, calls in sorted(counters[key].syscalls.items()):
+            out.append(
+                Sample(
+                    names.CONTAINER_SYSCALLS_TOTAL,
+                    _labels(group, (names.LABEL_SYSCALL, label_text(syscall))),
+                    round(calls, 3),
+                )
+            )
+    simple: tuple[tuple[str, Callable[[GroupCounters], float | int | None]], ...] = (
+        (names.CONTAINER_CPU_SECONDS_TOTAL, lambda c: c.cpu_seconds),
+        (names.CONTAINER_CPU_PERIODS_TOTAL, lambda c: c.periods),
+        (names.CONTAINER_CPU_THROTTLED_PERIODS_TOTAL, lambda c: c.throttled_periods),
+        (names.CONTAINER_NETWORK_RECEIVE_BYTES_TOTAL, lambda c: c.network_receive_bytes),
+        (names.CONTAINER_NETWORK_TRANSMIT_BYTES_TOTAL, lambda c: c.network_transmit_bytes),
+        (names.CONTAINER_FS_READ_BYTES_TOTAL, lambda c: c.read_bytes),
+        (names.CONTAINER_FS_WRITE_BYTES_TOTAL, lambda c: c.write_bytes),
+    )
+    for name, value_of in simple:
+        for key in keys:
+            value = value_of(counters[key])
+            if value is not None:
+                out.append(Sample(name, _labels(groups[key]), round(float(value), 6)))
+    for key in keys:
+        group = groups[key]
+        for resource, avg10 in zip(names.PRESSURE_RESOURCES, group.pressure_avg10, strict=True):
+            labels = _labels(group, (names.LABEL_RESOURCE, resource))
+            out.append(Sample(names.CONTAINER_PRESSURE_RATIO, labels, round(avg10 / 100, 6)))
+    for key in keys:
+        group = groups[key]
+        out.append(
+            Sample(names.CONTAINER_INFO, _labels(group, (names.LABEL_POD_UID, pod_uid(group.cgroup))), 1.0)
+        )
+    return out
 
 
 def _samples(
@@ -168,17 +239,32 @@ def _samples(
             out.append(Sample(names.CONTAINER_PRESSURE_AVG10, labels, avg10))
     out.extend(
         Sample(name, (), float(value))
-        for name, value in (
-            (names.POLL_DURATION_SECONDS, health.poll_duration_s),
-            (names.LAST_POLL_TIMESTAMP_SECONDS, unix_ms / 1000),
-            (names.ROWS_WRITTEN_TOTAL, health.rows_written_total),
-            (names.ROWS_DROPPED_TOTAL, health.rows_dropped_total),
-            (names.MAP_DROPS_TOTAL, map_drops_total),
-            (names.COMPRESSION_BACKLOG_SEGMENTS, health.compression_backlog_segments),
-            (names.COMPRESSION_FAILURES_TOTAL, health.compression_failures_total),
+        for name, value in zip(
+            HEALTH_NAMES,
+            (
+                health.poll_duration_s,
+                unix_ms / 1000,
+                health.rows_written_total,
+                health.rows_dropped_total,
+                map_drops_total,
+                health.compression_backlog_segments,
+                health.compression_failures_total,
+            ),
+            strict=True,
         )
     )
     return tuple(out)
+
+
+HEALTH_NAMES = (
+    names.POLL_DURATION_SECONDS,
+    names.LAST_POLL_TIMESTAMP_SECONDS,
+    names.ROWS_WRITTEN_TOTAL,
+    names.ROWS_DROPPED_TOTAL,
+    names.MAP_DROPS_TOTAL,
+    names.COMPRESSION_BACKLOG_SEGMENTS,
+    names.COMPRESSION_FAILURES_TOTAL,
+)
 
 
 def _labels(group: GroupValues, *extra: tuple[str, str]) -> tuple[tuple[str, str], ...]:

@@ -1,0 +1,109 @@
+"""The counters of /metrics: calls/s times the poll interval summed per syscall, the cgroup's own
+kernel CPU and CFS counters, bytes, PSI as a ratio, the pod UID from the cgroup path; counters
+never go down while a group is served."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from croft.domain.metrics import names as names
+from croft.domain.metrics.counters import pod_uid
+from croft.domain.metrics.exposition import Sample
+from croft.domain.metrics.series import MetricsMemory, series
+from tests.helpers.rows import member_row
+from tests.helpers.snapshots import HEALTH, WATCHED, cgroup, poll, proc
+
+CID = "ab" * 32
+
+
+def run(polls: list[tuple[float, dict[str, float]]], **sample: int) -> list[tuple[Sample, ...]]:
+    """The samples after each (second, syscalls/s) poll of one process in WATCHED."""
+    memory = MetricsMemory()
+    out = []
+    for second, rates in polls:
+        current = poll(second, (proc(1),), (cgroup(WATCHED, **sample),))
+        samples, memory = series(current, [member_row(WATCHED, 1, rates)], HEALTH, memory)
+        out.append(samples)
+    return out
+
+
+def counter(samples: tuple[Sample, ...], name: str, **labels: str) -> float | None:
+    found = [s for s in samples if s.name == name and all(s.label(k) == v for k, v in labels.items())]
+    return found[0].value if found else None
+
+
+def test_syscalls_total_is_each_rate_times_its_interval_summed() -> None:
+    after = run([(2, {"sendto": 10.0}), (4, {"sendto": 10.0, "read": 1.5}), (10, {"sendto": 3.0})])
+    total = names.CONTAINER_SYSCALLS_TOTAL
+    assert counter(after[0], total, syscall="sendto") == 0.0  # no interval before the first poll
+    assert counter(after[1], total, syscall="sendto") == 20.0
+    assert counter(after[1], total, syscall="read") == 3.0
+    assert counter(after[2], total, syscall="sendto") == 38.0  # 6 s at 3/s
+    assert counter(after[2], total, syscall="read") == 3.0  # kept while the group is served
+    assert all(s.label(names.LABEL_CONTAINER_ID) == CID for s in after[2] if s.name == total)
+
+
+def test_cpu_and_cfs_counters_are_the_cgroups_own_kernel_counters() -> None:
+    (samples,) = run([(2, {"read": 1.0})], cpu_usage_ns=12_500_000_000, nr_periods=400, nr_throttled=35)
+    assert counter(samples, names.CONTAINER_CPU_SECONDS_TOTAL) == 12.5
+    assert counter(samples, names.CONTAINER_CPU_PERIODS_TOTAL) == 400
+    assert counter(samples, names.CONTAINER_CPU_THROTTLED_PERIODS_TOTAL) == 35
+    ratio = {
+        s.label(names.LABEL_RESOURCE): s.value for s in samples if s.name == names.CONTAINER_PRESSURE_RATIO
+    }
+    assert ratio == {"cpu": 0.04, "memory": 0.005, "io": 0.0}
+    (info,) = [s for s in samples if s.name == names.CONTAINER_INFO]
+    assert info.value == 1.0 and info.label(names.LABEL_POD_UID) == ""
+
+
+def test_without_kernel_counters_cpu_seconds_integrate_the_cgroup_cores() -> None:
+    after = run(
+        [(2, {"read": 1.0}), (6, {"read": 1.0})], cpu_usage_ns=None, nr_periods=None, nr_throttled=None
+    )
+    cores = counter(after[1], names.CONTAINER_CPU_CORES)
+    assert cores is not None and counter(after[1], names.CONTAINER_CPU_SECONDS_TOTAL) == pytest.approx(
+        4 * cores
+    )
+    assert counter(after[1], names.CONTAINER_CPU_PERIODS_TOTAL) is None
+
+
+@given(
+    st.lists(
+        st.dictionaries(st.sampled_from(["a", "b", "c", "sendto"]), st.floats(0, 1e6)), min_size=1, max_size=8
+    )
+)
+def test_counters_never_go_down_while_the_group_is_served(rates: list[dict[str, float]]) -> None:
+    after = run([(2.0 * (i + 1), r) for i, r in enumerate(rates)])
+    for before, now in itertools.pairwise(after):
+        old = {(s.name, s.labels): s.value for s in before if s.name.endswith("_total")}
+        for sample in now:
+            if (sample.name, sample.labels) in old:
+                assert sample.value >= old[(sample.name, sample.labels)], sample.name
+
+
+@pytest.mark.parametrize(
+    ("path", "uid"),
+    [
+        (
+            "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod677f6cbd_cc22_af58_be65_21cc3e2434e3.slice/"
+            "cri-containerd-7af0.scope",
+            "677f6cbd-cc22-af58-be65-21cc3e2434e3",
+        ),
+        (
+            "/kubepods/besteffort/pod0d8e0a3c-1b2c-4d5e-8f90-123456789abc/" + "cd" * 32,
+            "0d8e0a3c-1b2c-4d5e-8f90-123456789abc",
+        ),
+        (
+            "/kubepods.slice/kubepods-pode2dcaa37f463b337d20b5d59db610487.slice/x",
+            "e2dcaa37-f463-b337-d20b-5d59db610487",
+        ),
+        ("/system.slice/docker-" + "ab" * 32 + ".scope", ""),
+        ("/user.slice/podcast.service", ""),
+    ],
+)
+def test_the_pod_uid_comes_from_the_cgroup_path(path: str, uid: str) -> None:
+    assert pod_uid(path) == uid
