@@ -17,7 +17,7 @@ from __future__ import annotations
 import attrs
 
 from croft.domain.collector.kernel import GpuIoctls
-from croft.domain.dataset.row import Workload
+from croft.domain.dataset import Workload
 
 NS_PER_MS = 1_000_000
 

@@ -27,7 +27,7 @@ from croft.domain.collector.frameworks import Matcher
 from croft.domain.collector.rates import NS_PER_S, PER_S_DIGITS, CgroupRates, ProcessRates, per_s
 from croft.domain.collector.selection import IDLE_EVERY, due, watched
 from croft.domain.collector.snapshot import CgroupMembership, CgroupSample, Poll, ProcessSample
-from croft.domain.dataset.row import CgroupUsage, Process, Row, ShortLived, SyscallRate, Usage
+from croft.domain.dataset import CgroupUsage, Process, Row, ShortLived, SyscallRate, Usage
 
 GroupKey = tuple[str, str]
 """(container id, "") for a container, ("", cgroup path) for a watched host cgroup."""

@@ -9,7 +9,7 @@ from typing import Any
 
 import attrs
 
-from croft.domain.dataset.http import is_safe_name
+from croft.domain.dataset import is_safe_name
 
 # kind -> (API prefix, plural, namespaced), for the kinds croft deploy applies.
 _KINDS = {

@@ -25,10 +25,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import attrs
 
-from croft.domain.collector.container import display_path, membership_container_id
-from croft.domain.collector.rates import PER_S_DIGITS
-from croft.domain.collector.snapshot import CgroupMembership, Poll
-from croft.domain.dataset.row import Row
+from croft.domain.collector import PER_S_DIGITS, CgroupMembership, Poll, display_path, membership_container_id
+from croft.domain.dataset import Row
 from croft.domain.metrics import names as names
 from croft.domain.metrics.counters import GroupCounters, advance, own_samples, pod_uid
 from croft.domain.metrics.exposition import Sample

@@ -24,8 +24,18 @@ from typing import Literal
 
 import attrs
 
-from croft.domain.metrics import names as names
-from croft.domain.metrics.exposition import BadExposition, parse_exposition
+from croft.domain.metrics import (
+    COLLECTOR_POLL_S,
+    CONTAINER_CPU_CORES,
+    CONTAINER_SYSCALL_RATE,
+    LABEL_CONTAINER_ID,
+    LABEL_SYSCALL,
+    LAST_POLL_TIMESTAMP_SECONDS,
+    OTHER_SYSCALLS,
+    SYSCALLS_PER_CONTAINER,
+    BadExposition,
+    parse_exposition,
+)
 
 Action = Literal["up", "down", "hold"]
 ReasonCode = Literal[
@@ -39,9 +49,7 @@ ReasonCode = Literal[
     "no-pods",
 ]
 MAX_GAPS_IN_REASON = 3
-_WANTED = frozenset(
-    {names.CONTAINER_SYSCALL_RATE, names.CONTAINER_CPU_CORES, names.LAST_POLL_TIMESTAMP_SECONDS}
-)
+_WANTED = frozenset({CONTAINER_SYSCALL_RATE, CONTAINER_CPU_CORES, LAST_POLL_TIMESTAMP_SECONDS})
 
 
 @attrs.frozen
@@ -61,7 +69,7 @@ class ScaleConfig:
     @property
     def stale_after_ms(self) -> int:
         """Numbers older than two polls (of the scaler or of the collector, whichever is slower)."""
-        return int(2 * max(self.interval_s, names.COLLECTOR_POLL_S) * 1000)
+        return int(2 * max(self.interval_s, COLLECTOR_POLL_S) * 1000)
 
 
 # The ranges options must fall in: beyond them an option is a typo or a unit mistake, and the
@@ -217,30 +225,30 @@ def estimate_rate(observations: Observations, config: ScaleConfig) -> Estimate:
             )
             continue
         try:
-            wanted = (f'"{syscall}"', f'"{names.OTHER_SYSCALLS}"')
-            samples = parse_exposition(scrape.body, _WANTED, {names.CONTAINER_SYSCALL_RATE: wanted})
+            wanted = (f'"{syscall}"', f'"{OTHER_SYSCALLS}"')
+            samples = parse_exposition(scrape.body, _WANTED, {CONTAINER_SYSCALL_RATE: wanted})
         except BadExposition as exc:
             gaps.append(f"collector {scrape.collector} served bad /metrics: {exc}")
             continue
-        last_poll = [s.value for s in samples if s.name == names.LAST_POLL_TIMESTAMP_SECONDS]
+        last_poll = [s.value for s in samples if s.name == LAST_POLL_TIMESTAMP_SECONDS]
         if not last_poll or not math.isfinite(last_poll[0]):
-            gaps.append(f"collector {scrape.collector} serves no {names.LAST_POLL_TIMESTAMP_SECONDS}")
+            gaps.append(f"collector {scrape.collector} serves no {LAST_POLL_TIMESTAMP_SECONDS}")
             continue
         age_ms = now - last_poll[0] * 1000
         if age_ms > config.stale_after_ms:
             gaps.append(f"collector {scrape.collector}'s newest poll is {age_ms / 1000:.1f} s old")
             continue
         for sample in samples:
-            container = sample.label(names.LABEL_CONTAINER_ID)
-            if container is None or sample.name == names.LAST_POLL_TIMESTAMP_SECONDS:
+            container = sample.label(LABEL_CONTAINER_ID)
+            if container is None or sample.name == LAST_POLL_TIMESTAMP_SECONDS:
                 continue
             known.add(container)
             sound = math.isfinite(sample.value) and sample.value >= 0
-            if sample.name == names.CONTAINER_CPU_CORES:
+            if sample.name == CONTAINER_CPU_CORES:
                 busy[container] = busy.get(container, False) or not sound or sample.value > 0
                 continue
-            which = sample.label(names.LABEL_SYSCALL)
-            if which not in (syscall, names.OTHER_SYSCALLS):
+            which = sample.label(LABEL_SYSCALL)
+            if which not in (syscall, OTHER_SYSCALLS):
                 continue
             if not sound:
                 garbled.setdefault(container, f"{scrape.collector} serves {which} {_value(sample.value)}")
@@ -264,7 +272,7 @@ def estimate_rate(observations: Observations, config: ScaleConfig) -> Estimate:
             elif container not in rates and hidden.get(container, False):
                 gaps.append(
                     f"{where} is busy but has no {syscall} series: it may be inside syscall=other, "
-                    f"outside the {names.SYSCALLS_PER_CONTAINER} exported"
+                    f"outside the {SYSCALLS_PER_CONTAINER} exported"
                 )
             elif container not in rates and busy.get(container, False):
                 gaps.append(f"{where} is busy but has no {syscall} series")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from croft.domain.dataset.row import Row
+from croft.domain.dataset import Row
 from croft.domain.utc import readable
 
 SHORT_ID_CHARS = 12

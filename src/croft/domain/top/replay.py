@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 import attrs
 
-from croft.domain.dataset.row import Row
+from croft.domain.dataset import Row
 from croft.domain.top.table import HELD_POLLS, NodePoll
 
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from croft.domain.dataset.row import GPU_WORKLOADS, Row
+from croft.domain.dataset import GPU_WORKLOADS, Row
 from croft.domain.top.cells import (
     WIDE_SYSCALLS,
     age,
