@@ -5,12 +5,13 @@ one poll."""
 # (pyproject.toml, the import contract on the core's rooms).
 from croft.domain.collector.container import display_path, membership_container_id
 from croft.domain.collector.rates import NS_PER_S, PER_S_DIGITS
-from croft.domain.collector.snapshot import CgroupMembership, Instant, Poll
+from croft.domain.collector.snapshot import CgroupMembership, CgroupSample, Instant, Poll
 
 __all__ = [
     "NS_PER_S",
     "PER_S_DIGITS",
     "CgroupMembership",
+    "CgroupSample",
     "Instant",
     "Poll",
     "display_path",

@@ -22,8 +22,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 import attrs
 
-from croft.domain.collector.snapshot import CgroupSample, Poll
-from croft.domain.dataset.row import Row
+from croft.domain.collector import CgroupSample, Poll
+from croft.domain.dataset import Row
 
 _POD_UID = re.compile(
     r"pod([0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12}|[0-9a-f]{32})(?:\.slice)?(?:/|$)"
