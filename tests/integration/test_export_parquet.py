@@ -8,12 +8,15 @@ import random
 import shutil
 from pathlib import Path
 
+import attrs
 import pytest
 import zstandard
 from tests.helpers.cli import croft
 from tests.helpers.parquet import HOUR_MS, PROFILE_FIGURES, START_MS, fleet_rows, write_fleet
+from tests.helpers.rows import make_row
 
 from croft.domain.dataset import codec
+from croft.domain.dataset.row import ShortLived, SyscallRate
 
 duckdb = pytest.importorskip("duckdb")
 pytest.importorskip("pyarrow")
@@ -190,3 +193,27 @@ def test_a_foreign_state_file_is_refused(tmp_path: Path) -> None:
     done = croft("export", str(FIXTURES / "sample"), "--to", str(export))
     assert done.returncode == 1
     assert "is not croft export's state" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_short_lived_summaries_are_exported_and_null_elsewhere(tmp_path: Path) -> None:
+    carrier = attrs.evolve(
+        make_row(100, START_MS),
+        short_lived=ShortLived(processes=3, syscalls=(SyscallRate(name="execve", rate_per_sec=1.5),)),
+    )
+    node = tmp_path / "nodes" / "node-0"
+    node.mkdir(parents=True)
+    (node / "croft-dataset.jsonl").write_bytes(
+        codec.encode_row(carrier) + codec.encode_row(make_row(101, START_MS))
+    )
+    export = tmp_path / "export"
+    assert croft("export", str(tmp_path / "nodes"), "--to", str(export)).returncode == 0
+    part = next(export.rglob("part-*.parquet"))
+    back = (
+        duckdb.connect()
+        .execute(f"SELECT tgid, short_lived FROM read_parquet('{part}') ORDER BY 1")
+        .fetchall()
+    )
+    assert back == [
+        (100, {"processes": 3, "syscalls": [{"name": "execve", "rate_per_sec": 1.5}]}),
+        (101, None),
+    ]

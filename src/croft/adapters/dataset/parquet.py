@@ -1,8 +1,9 @@
 """Dataset rows as Parquet, with pyarrow: the schema (docs/parquet.md) and the writing of one part.
 
 The row's nesting is kept: `process`, `usage` and `cgroup_usage` are structs, `syscalls` a list of
-(name, rate_per_sec) structs. `unix_ms` is a timestamp in milliseconds, UTC (int64 on disk); ids,
-names and paths are dictionary-encoded strings. The partition columns `node` and `hour` live in the
+(name, rate_per_sec) structs, `short_lived` a nullable struct of `processes` and such a list.
+`unix_ms` is a timestamp in milliseconds, UTC (int64 on disk); ids, names and paths are
+dictionary-encoded strings. The partition columns `node` and `hour` live in the
 directory names (hive partitioning), not in the files.
 """
 
@@ -57,6 +58,17 @@ CGROUP_USAGE = pa.struct(
     ]
 )
 SYSCALL = pa.struct([pa.field("name", _DICT, nullable=False), pa.field("rate_per_sec", pa.float64())])
+SYSCALLS = pa.list_(pa.field("element", SYSCALL, nullable=False))
+SHORT_LIVED = pa.struct(
+    [pa.field("processes", pa.int64(), nullable=False), pa.field("syscalls", SYSCALLS, nullable=False)]
+)
+# The same shape with plain strings: pyarrow builds it from Python values, then casts it.
+_SHORT_LIVED_PLAIN = pa.struct(
+    [
+        ("processes", pa.int64()),
+        ("syscalls", pa.list_(pa.struct([("name", pa.string()), ("rate_per_sec", pa.float64())]))),
+    ]
+)
 SCHEMA = pa.schema(
     [
         pa.field("unix_ms", pa.timestamp("ms", tz="UTC"), nullable=False),
@@ -67,7 +79,8 @@ SCHEMA = pa.schema(
         pa.field("since_last_gpu_ioctl_ms", pa.int64()),
         pa.field("usage", USAGE, nullable=False),
         pa.field("cgroup_usage", CGROUP_USAGE, nullable=False),
-        pa.field("syscalls", pa.list_(pa.field("element", SYSCALL, nullable=False)), nullable=False),
+        pa.field("syscalls", SYSCALLS, nullable=False),
+        pa.field("short_lived", SHORT_LIVED),
         pa.field("label", _DICT),
     ]
 )
@@ -130,9 +143,23 @@ def table_of(rows: Sequence[Row] | Sequence[Any]) -> pa.Table:
         _struct([r.usage for r in rows], USAGE),
         _struct([r.cgroup_usage for r in rows], CGROUP_USAGE),
         syscalls.cast(SCHEMA.field("syscalls").type),
+        _short_lived(rows),
         _strings([r.label for r in rows]),
     ]
     return pa.Table.from_arrays(columns, schema=SCHEMA)
+
+
+def _short_lived(rows: Sequence[Row]) -> pa.Array:
+    values = [
+        None
+        if r.short_lived is None
+        else {
+            "processes": r.short_lived.processes,
+            "syscalls": [{"name": c.name, "rate_per_sec": c.rate_per_sec} for c in r.short_lived.syscalls],
+        }
+        for r in rows
+    ]
+    return pa.array(values, type=_SHORT_LIVED_PLAIN).cast(SHORT_LIVED)
 
 
 class PartWriter:
