@@ -98,7 +98,8 @@ def draw(data_dir: Path, path: Path) -> None:
             ax_load.plot(t, [r.ok for r in rows], **style, label=f"answered OK, {label}" if label else None)
             timeline = read_timeline(data_dir / record.run / "timeline.json")
             steps = scoring.replicas_over(timeline, record.window_start_ms, record.window_end_ms)
-            xs, ys = [], []
+            xs: list[float] = []
+            ys: list[int] = []
             for at, replicas in steps:
                 x = (at - record.window_start_ms) / 1000
                 if ys:

@@ -52,7 +52,7 @@ class App:
 
     def sim_app(self) -> SimApp:
         """The simulator's view of this app: its calibration taken as the truth."""
-        extra = {k: tuple(v) if isinstance(v, list) else v for k, v in self.sim.items()}
+        extra: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in self.sim.items()}
         return SimApp(
             name=self.name,
             namespace=self.namespace,
