@@ -107,28 +107,36 @@ class OwnCgroup:
 class SplitCgroups:
     """A hybrid host's disagreeing hierarchies (root only, hybrid hosts only): a v2 cgroup `v2_name`
     under /sys/fs/cgroup/unified and a different v1 cgroup `v1_name` in the cpu and cpuacct
-    hierarchies. `spawn(code, in_v2=...)` starts a child in the v1 cgroup and, when `in_v2`, in the
-    v2 one too (else it stays where the parent sits in v2)."""
+    hierarchies (and memory, with `memory`), its CPU limited to `cpu_quota_us` per 100 ms when given.
+    `spawn(code, in_v2=...)` starts a child in the v1 cgroup and, when `in_v2`, in the v2 one too
+    (else it stays where the parent sits in v2)."""
 
-    def __init__(self, v2_name: str, v1_name: str) -> None:
+    def __init__(
+        self, v2_name: str, v1_name: str, cpu_quota_us: int | None = None, memory: bool = False
+    ) -> None:
         self.v2 = CGROUP_ROOT / "unified" / v2_name
-        self.v1 = [CGROUP_ROOT / c / v1_name for c in ("cpu", "cpuacct")]
-        if not (CGROUP_ROOT / "unified" / "cgroup.controllers").exists() or not all(
-            d.parent.joinpath("cgroup.procs").exists() for d in self.v1
-        ):
-            raise RuntimeError("not a hybrid host (v1 cpu, cpuacct and a v2 tree at /sys/fs/cgroup/unified)")
+        names = ("cpu", "cpuacct", "memory") if memory else ("cpu", "cpuacct")
+        self.v1 = [CGROUP_ROOT / c / v1_name for c in names if (CGROUP_ROOT / c / "cgroup.procs").exists()]
+        if not (CGROUP_ROOT / "unified" / "cgroup.controllers").exists() or len(self.v1) < len(names):
+            raise RuntimeError(
+                f"not a hybrid host (v1 {', '.join(names)} and a v2 tree at /sys/fs/cgroup/unified)"
+            )
         for directory in (self.v2, *self.v1):
             directory.mkdir(exist_ok=True)
+        if cpu_quota_us is not None:
+            (CGROUP_ROOT / "cpu" / v1_name / "cpu.cfs_quota_us").write_text(str(cpu_quota_us))
         self.children: list[subprocess.Popen[bytes]] = []
 
-    def spawn(self, code: str, *, in_v2: bool) -> subprocess.Popen[bytes]:
+    def spawn(self, code: str, *, in_v2: bool, args: tuple[str, ...] = ()) -> subprocess.Popen[bytes]:
         targets = [*self.v1, *([self.v2] if in_v2 else [])]
 
         def join() -> None:
             for directory in targets:
                 (directory / "cgroup.procs").write_text(str(os.getpid()))
 
-        child = subprocess.Popen([sys.executable, "-c", code], preexec_fn=join, stdin=subprocess.DEVNULL)
+        child = subprocess.Popen(
+            [sys.executable, "-c", code, *args], preexec_fn=join, stdin=subprocess.DEVNULL
+        )
         self.children.append(child)
         return child
 

@@ -1,14 +1,18 @@
-"""croft's cgroup CPU on a hybrid host against the kernel's own files of the cgroup each row names
-(root; hybrid hosts only).
+"""croft's cgroup numbers on a hybrid host against the kernel's own files of the cgroup each row
+names (root; hybrid hosts only).
 
-Two CPU burners share the v1 cpu,cpuacct cgroup `croft-split-v1-<pid>`; burner A alone also sits
-in the v2 cgroup `croft-split-<pid>` (under /sys/fs/cgroup/unified), burner B stays at the v2 root.
-So A's v1 and v2 paths differ, and the v1 cgroup burns about twice what A's v2 cgroup burns. Per
-README ("One cgroup per row"), A's row names its v2 cgroup and its CPU comes from that cgroup's
-cpu.stat; B's row names the v1 cgroup and its CPU comes from that cgroup's cpuacct.usage. The test
-samples both kernel counters every 0.2 s while `croft run` polls, interpolates them at the first and
-last row's instant, and compares each row's mean `cgroup_usage.cpu_cores` with its own cgroup's
-rate over the same interval: within 5 %.
+Two CPU burners share the v1 cpu,cpuacct,memory cgroup `croft-split-v1-<pid>` (limited to 0.3
+core, so it is throttled) with a process holding 32 MiB; burner A alone also sits in the v2 cgroup
+`croft-split-<pid>` (under /sys/fs/cgroup/unified), burner B stays at the v2 root. So A's v1 and
+v2 paths differ, and the v1 cgroup burns about twice what A's v2 cgroup burns.
+
+Per README ("Container ids and the row's cgroup"), A's row names its v2 cgroup: CPU from that
+cgroup's cpu.stat, and no memory or throttling (the v2 tree of a hybrid host has no memory or cpu
+controller), never the v1 cgroup's. B's row names the v1 cgroup: CPU from its cpuacct.usage,
+throttling from its cpu.stat, memory from its memory.usage_in_bytes. The test samples the kernel
+files every 0.2 s while `croft run` polls, interpolates counters at the first and last row's
+instant and compares each row's means with its own cgroup's over the same interval: CPU and memory
+within 5 %, the throttled fraction within 0.05.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from pathlib import Path
 import orjson
 import pytest
 from tests.helpers.cli import CROFT
-from tests.helpers.workload import BURN, SplitCgroups
+from tests.helpers.workload import ALLOC, BURN, SplitCgroups
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 WINDOW_S = 20.0
@@ -42,13 +46,15 @@ def _at(samples: list[tuple[int, int]], unix_ms: int) -> float:
 
 def test_cgroup_cpu_is_the_named_cgroups_own_on_both_hierarchies(tmp_path: Path) -> None:
     hybrid = Path("/sys/fs/cgroup/unified/cgroup.controllers").exists()
-    if os.geteuid() != 0 or not hybrid or not Path("/sys/fs/cgroup/cpuacct/cgroup.procs").exists():
-        pytest.skip("needs root on a hybrid host (v1 cpu,cpuacct and v2 at /sys/fs/cgroup/unified)")
+    v1 = all(Path(f"/sys/fs/cgroup/{c}/cgroup.procs").exists() for c in ("cpu", "cpuacct", "memory"))
+    if os.geteuid() != 0 or not hybrid or not v1:
+        pytest.skip("needs root on a hybrid host (v1 cpu, cpuacct, memory and v2 at /sys/fs/cgroup/unified)")
     v2_name, v1_name = f"croft-split-{os.getpid()}", f"croft-split-v1-{os.getpid()}"
     dataset = tmp_path / "croft-dataset.jsonl"
-    with SplitCgroups(v2_name, v1_name) as groups:
+    with SplitCgroups(v2_name, v1_name, cpu_quota_us=30_000, memory=True) as groups:
         a = groups.spawn(BURN, in_v2=True).pid
         b = groups.spawn(BURN, in_v2=False).pid
+        groups.spawn(ALLOC, in_v2=False, args=("32",))  # 32 MiB in the v1 memory cgroup
         v2_stat = groups.v2 / "cpu.stat"
         v1_usage = Path("/sys/fs/cgroup/cpuacct") / v1_name / "cpuacct.usage"
         log = tmp_path / "croft.log"
@@ -59,6 +65,11 @@ def test_cgroup_cpu_is_the_named_cgroups_own_on_both_hierarchies(tmp_path: Path)
             )
         v2_samples: list[tuple[int, int]] = []
         v1_samples: list[tuple[int, int]] = []
+        periods: list[tuple[int, int]] = []
+        throttled: list[tuple[int, int]] = []
+        memory: list[tuple[int, int]] = []
+        v1_cpu_stat = Path("/sys/fs/cgroup/cpu") / v1_name / "cpu.stat"
+        v1_memory = Path("/sys/fs/cgroup/memory") / v1_name / "memory.usage_in_bytes"
         try:
             deadline = time.monotonic() + 180
             while not (dataset.exists() and dataset.stat().st_size) and time.monotonic() < deadline:
@@ -72,6 +83,10 @@ def test_cgroup_cpu_is_the_named_cgroups_own_on_both_hierarchies(tmp_path: Path)
                 usec = next(int(line.split()[1]) for line in stat if line.startswith("usage_usec "))
                 v2_samples.append((now_ms, usec * 1000))
                 v1_samples.append((now_ms, int(v1_usage.read_text())))
+                cpu_stat = dict(line.split() for line in v1_cpu_stat.read_text().splitlines())
+                periods.append((now_ms, int(cpu_stat["nr_periods"])))
+                throttled.append((now_ms, int(cpu_stat["nr_throttled"])))
+                memory.append((now_ms, int(v1_memory.read_text())))
                 time.sleep(0.2)
         finally:
             croft.send_signal(signal.SIGTERM)
@@ -96,9 +111,37 @@ def test_cgroup_cpu_is_the_named_cgroups_own_on_both_hierarchies(tmp_path: Path)
             f"kernel {hierarchy} {kernel_cores:.3f}"
         )
         assert abs(croft_cores - kernel_cores) <= 0.05 * kernel_cores, report[-1]
+        usage = [r["cgroup_usage"] for r in rated]
         if name == "A":
             # A's v1 cgroup holds both burners: reading it for A's row would be far off
             v1_cores = (_at(v1_samples, last) - _at(v1_samples, first)) / ((last - first) * 1e6)
             report.append(f"burner A's v1 cpuacct cgroup /{v1_name} (both burners): {v1_cores:.3f} cores")
             assert v1_cores > 1.3 * kernel_cores, report[-1]
+            # the v2 cgroup offers neither; the v1 cgroup's memory and throttling are another cgroup's
+            assert {(u["memory_bytes"], u["cpu_throttled_fraction"]) for u in usage} == {(0, 0.0)}
+        else:
+            kernel_fraction = (_at(throttled, last) - _at(throttled, first)) / (
+                _at(periods, last) - _at(periods, first)
+            )
+            croft_fraction = statistics.fmean(u["cpu_throttled_fraction"] for u in usage)
+            report.append(
+                f"burner B throttled fraction: croft {croft_fraction:.3f}, "
+                f"kernel v1 cpu.stat {kernel_fraction:.3f}"
+            )
+            assert abs(croft_fraction - kernel_fraction) <= 0.05, report[-1]
+            times = [t for t, _ in memory]
+            pairs = [
+                (
+                    r["cgroup_usage"]["memory_bytes"],
+                    memory[min(bisect.bisect_left(times, r["unix_ms"]), len(memory) - 1)][1],
+                )
+                for r in rated
+            ]
+            croft_mib = statistics.fmean(c for c, _ in pairs) / 2**20
+            kernel_mib = statistics.fmean(k for _, k in pairs) / 2**20
+            report.append(
+                f"burner B memory: croft {croft_mib:.1f} MiB, "
+                f"kernel v1 memory.usage_in_bytes {kernel_mib:.1f} MiB"
+            )
+            assert abs(croft_mib - kernel_mib) <= 0.05 * kernel_mib, report[-1]
     print("\n".join(report))
