@@ -9,6 +9,7 @@ and syscall numbers past the kernel's table (ENOSYS) that only they use.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 from collections.abc import Iterator
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from croft.adapters.host.bcc_source import BccKernelSource
+from croft.adapters.host.bcc_source import BccKernelSource, MapSizes
 from croft.adapters.host.cgroupfs import CgroupFS
 from croft.adapters.host.poller import LiveSource, UnavailableGpu
 from croft.adapters.host.procfs import ProcFS
@@ -24,8 +25,9 @@ from croft.app.bootstrap import Settings, collector_config
 from croft.domain.collector import rows as collect
 from croft.domain.collector.snapshot import Poll
 from croft.domain.dataset.row import ShortLived
-from croft.domain.metrics.series import groups_of
+from croft.domain.metrics.series import MetricsMemory, groups_of, series
 from tests.helpers.burst import Spawner, Syscount, counts_of, run_polls, scratch_cgroup
+from tests.helpers.snapshots import HEALTH
 
 pytestmark = [pytest.mark.root, pytest.mark.bpf, pytest.mark.slow]
 
@@ -197,3 +199,38 @@ def test_a_container_running_50_short_lived_processes_a_second_is_rated_for_all_
         ours = metrics.get(f"syscall_{SHORT_NR + k}", 0.0)
         assert ours == pytest.approx(theirs[f"[unknown: {SHORT_NR + k}]"], rel=0.02)
         assert ours == pytest.approx(spawned, rel=0.02)
+
+
+def test_when_the_maps_are_full_the_container_keeps_its_counts_and_the_loss_is_logged_and_counted(
+    unified: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Maps far too small for a burst: what the per-process map cannot hold goes to the per-cgroup
+    overflow (in the container's rate through `short_lived`), what neither holds is a drop, logged
+    with its poll and added to croft_map_drops_total."""
+    if os.geteuid() != 0:
+        pytest.skip("loading eBPF programs needs root")
+    name = f"croft-test-full-{os.getpid()}"
+    with (
+        BccKernelSource(sizes=MapSizes(syscalls=64, overflow=8)) as small,
+        scratch_cgroup(unified, name) as cgroup,
+    ):
+        source = LiveSource(ProcFS(), CgroupFS(), small, UnavailableGpu(), (cgroup.name,))
+        spawner = Spawner((cgroup,), getppids=100, distinct=20, first_nr=SHORT_NR)
+        try:
+            with caplog.at_level(logging.WARNING, "croft.poll"):
+                records = run_polls(source, 3, {0: lambda: spawner.start_burst(20)})
+            spawner.burst_pids()
+            spawner.release()
+        finally:
+            spawner.close()
+    full = [r.poll for r in records if r.poll.kernel.dropped_entries]
+    assert full, "the burst overflowed nothing"
+    for poll in full:
+        print(f"\nspilled {poll.kernel.spilled_entries} dropped {poll.kernel.dropped_entries}")
+        assert f"{poll.kernel.dropped_entries} updates lost" in caplog.text
+    assert sum(r.poll.kernel.spilled_entries for r in records) > 0
+    assert any(u.processes == 0 and u.syscalls for r in records for u in r.poll.unread)  # the spilled
+    memory = MetricsMemory()
+    for record in records:
+        _, memory = series(record.poll, (), HEALTH, memory)
+    assert memory.map_drops_total == sum(r.poll.kernel.dropped_entries for r in records) > 0
