@@ -1,8 +1,8 @@
 """Reader fuzzing: hypothesis writes damaged datasets (torn, nested, oversized, wrong-typed and
 non-UTF-8 lines; truncated, corrupt and empty zstd segments; FIFOs; odd and hidden node names;
-files without read permission) and every reader (croft stats' and croft profile's scans, in one
-part or many; croft top's tail; the library API) must agree with the reference model
-(tests/helpers/reader_model.py) on rows and skips, and none may raise.
+files without read permission) and every reader (croft stats', stats --containers' and croft
+profile's scans, in one part or many; croft top's tail; the library API) must agree with the
+reference model (tests/helpers/reader_model.py) on rows and skips, and none may raise.
 
 The budget is the `readers-fuzz` settings profile: CROFT_FUZZ_EXAMPLES datasets (default 100; the
 suite prints how many it ran).
@@ -25,7 +25,7 @@ from tests.helpers.reader_model import FileModel, model_file, newest_poll, skip_
 from tests.helpers.rows import EXAMPLE_CONTAINER, T0_MS, make_row
 
 from croft import dataset
-from croft.adapters.dataset.scan import read_profile, read_stats
+from croft.adapters.dataset.scan import read_containers, read_profile, read_stats
 from croft.adapters.dataset.tail import read_newest
 from croft.domain.dataset import codec
 from croft.domain.dataset.lines import MAX_LINE_BYTES
@@ -212,6 +212,10 @@ def check_readers(root: Path, models: list[FileModel], part_bytes: int) -> None:
         assert got.rows == len(rows)
         assert got.polls == len({(n, r.unix_ms) for n, r in rows})
         assert acc.skips.report() == skip_report(models)
+    # croft stats --containers: every row counted under its container, the same skips
+    _, listing = read_containers(root, workers=1, host=HOST, part_bytes=part_bytes)
+    assert sum(entry.rows for entry in listing.listing()) == len(rows)
+    assert listing.skips.report() == skip_report(models)
     # the library: every row in reading order, and the same skips
     said: list[str] = []
     assert list(dataset.node_rows(root, host=HOST, on_skip=said.append)) == rows
