@@ -94,13 +94,20 @@ def as_nobody(*args: str) -> subprocess.CompletedProcess[str]:
     """croft ARGS as the user nobody (root reads everything, so only another user meets EACCES)."""
     if os.geteuid() != 0 or shutil.which("setpriv") is None:
         pytest.skip("needs root and setpriv to run croft as another user")
-    return subprocess.run(
-        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", CROFT, *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+
+    def run(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", CROFT, *argv],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    probe = run("--help")
+    if probe.returncode != 0:
+        pytest.skip(f"croft cannot run as nobody here (its files are not readable): {probe.stderr[:200]}")
+    return run(*args)
 
 
 def test_a_directory_the_user_cannot_read_is_one_line(readable_tmp: Path) -> None:
@@ -108,8 +115,6 @@ def test_a_directory_the_user_cannot_read_is_one_line(readable_tmp: Path) -> Non
     shut.mkdir(mode=0o700)
     (shut / LIVE).write_bytes(good_lines())
     out = as_nobody("stats", str(shut), "--json")
-    if os.access(CROFT, os.X_OK) and out.returncode != 0 and "No module" in out.stderr:
-        pytest.skip("the virtual environment is not readable by nobody")
     assert out.returncode == 1 and out.stderr.count("\n") == 1, out.stderr
     assert out.stderr.startswith(f"croft: {shut}: cannot list its files (Permission denied); "), out.stderr
 
@@ -120,8 +125,6 @@ def test_a_node_directory_the_user_cannot_read_is_skipped_and_said(readable_tmp:
         (readable_tmp / node / LIVE).write_bytes(good_lines())
         (readable_tmp / node / LIVE).chmod(0o644)
     out = as_nobody("stats", str(readable_tmp), "--json")
-    if out.returncode != 0 and "No module" in out.stderr:
-        pytest.skip("the virtual environment is not readable by nobody")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["rows"] == 3
     assert (
