@@ -20,6 +20,7 @@ from __future__ import annotations
 import bisect
 import os
 import signal
+import socket
 import statistics
 import subprocess
 import time
@@ -92,6 +93,7 @@ def test_cgroup_cpu_is_the_named_cgroups_own_on_both_hierarchies(tmp_path: Path)
             croft.send_signal(signal.SIGTERM)
             assert croft.wait(timeout=30) == 0
     rows = [orjson.loads(line) for line in dataset.read_bytes().splitlines()]
+    assert {r["node"] for r in rows} == {socket.gethostname()}  # a live row names the node it was written on
     lo, hi = v2_samples[0][0], v2_samples[-1][0]
     report = []
     for pid, name, samples, cgroup in (
