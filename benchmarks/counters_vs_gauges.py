@@ -49,10 +49,16 @@ def true_rates(polls: int, rng: random.Random) -> list[float]:
 
 def row(rate: float) -> Row:
     process = Process(comm="web", exe="/srv/web", cgroup=PATH, container_id=CID, cwd="/")
-    usage = Usage(0.5, 1 << 20, 4, *[0.0] * 7)
+    zero_rates = ("ctx_voluntary_s", "ctx_involuntary_s", "read_bytes_s", "write_bytes_s",
+                  "network_rx_bytes_s", "network_tx_bytes_s", "runqueue_s")  # fmt: skip
+    usage = Usage(cpu_cores=0.5, rss_bytes=1 << 20, threads=4, **dict.fromkeys(zero_rates, 0.0))
+    cgroup = CgroupUsage(
+        cpu_cores=0.5, cpu_throttled_fraction=0.0, memory_bytes=1 << 24, oom_kills=0,
+        cpu_pressure_avg10=0.0, memory_pressure_avg10=0.0, io_pressure_avg10=0.0,
+    )  # fmt: skip
     return Row(
-        1_700_000_000_000, 1, process, "no-gpu", usage, CgroupUsage(0.5, 0.0, 1 << 24, 0, 0.0, 0.0, 0.0),
-        (SyscallRate("sendto", round(rate, 3)),),
+        unix_ms=1_700_000_000_000, tgid=1, process=process, workload="no-gpu", usage=usage,
+        cgroup_usage=cgroup, syscalls=(SyscallRate(name="sendto", rate_per_sec=round(rate, 3)),),
     )  # fmt: skip
 
 
