@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 
+import attrs
 import orjson
 import pytest
 from hypothesis import given
 
 from croft.domain.dataset import codec
-from croft.domain.dataset.row import CgroupUsage, Process, Row, SyscallRate, Usage
+from croft.domain.dataset.row import CgroupUsage, Process, Row, ShortLived, SyscallRate, Usage
 from tests.helpers import strategies as s
 
 # The example row of docs/dataset.md, with the elided ids written out.
@@ -50,6 +51,22 @@ def test_spec_example_round_trips_to_the_same_object_and_bytes() -> None:
     assert codec.decode_row(codec.encode_row(row)) == row
     compact = json.dumps(json.loads(SPEC_EXAMPLE), separators=(",", ":")).encode() + b"\n"
     assert codec.encode_row(row) == compact
+
+
+def test_the_row_classes_list_their_fields_in_the_on_disk_key_order() -> None:
+    """row.py's field order is the order of the keys on disk (the codec is generated from it)."""
+    full = codec.decode_row(SPEC_EXAMPLE)
+    full = attrs.evolve(full, short_lived=ShortLived(processes=1, syscalls=full.syscalls), label="a")
+    written = orjson.loads(codec.encode_row(full))
+    on_disk = ["unix_ms", "tgid", "node", "process", "workload", "ioctl_count", "since_last_gpu_ioctl_ms",
+               "usage", "cgroup_usage", "syscalls", "short_lived", "label"]  # fmt: skip
+    assert [key for key in on_disk if key in json.loads(SPEC_EXAMPLE)] == list(json.loads(SPEC_EXAMPLE))
+    assert list(written) == on_disk == [field.name for field in attrs.fields(Row)]
+    for key, cls in (("process", Process), ("usage", Usage), ("cgroup_usage", CgroupUsage)):
+        assert list(written[key]) == [field.name for field in attrs.fields(cls)]
+    assert list(written["short_lived"]) == [field.name for field in attrs.fields(ShortLived)]
+    assert all(field.kw_only for cls in (Row, Process, Usage, CgroupUsage, SyscallRate, ShortLived)
+               for field in attrs.fields(cls))  # fmt: skip
 
 
 def _host_row(**changes: object) -> Row:
