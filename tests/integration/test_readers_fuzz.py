@@ -44,8 +44,11 @@ NEEDLE = EXAMPLE_CONTAINER[:8]
 RAN = {"datasets": 0}
 
 
-def row(tgid: int, unix_ms: int, container: str | None) -> bytes:
-    return orjson.dumps(codec.row_to_dict(make_row(tgid, unix_ms, container_id=container)))
+def row(tgid: int, unix_ms: int, container: str | None, node: str | None = None) -> bytes:
+    value = codec.row_to_dict(make_row(tgid, unix_ms, container_id=container))
+    if node is not None:  # the node the collector ran on; "" is no name
+        value["node"] = node
+    return orjson.dumps(value)
 
 
 def hostile(good: bytes) -> st.SearchStrategy[bytes]:
@@ -91,7 +94,7 @@ def file_bytes(draw: st.DrawFn, first_ms: int) -> bytes:
         unix_ms = first_ms + 2000 * k
         for tgid in range(draw(st.integers(1, 4))):
             container = draw(st.sampled_from([EXAMPLE_CONTAINER, OTHER, None]))
-            good = row(tgid + 10 * k, unix_ms, container)
+            good = row(tgid + 10 * k, unix_ms, container, draw(st.sampled_from([None, None, "gpu-z", ""])))
             lines.append(draw(hostile(good)) if draw(st.integers(0, 4)) == 0 else good)
     data = b"".join(line + b"\n" for line in lines)
     ending = draw(st.sampled_from(["none", "torn", "whole", "long"]))
@@ -199,7 +202,7 @@ def test_every_reader_agrees_with_the_model_and_none_raises(
 
 
 def check_readers(root: Path, models: list[FileModel], part_bytes: int) -> None:
-    rows = [(m.node, r) for m in models for r in m.rows]
+    rows = [(r.node or m.node, r) for m in models for r in m.rows]  # a row's own node key first
     for m in models:  # what was generated, for --hypothesis-show-statistics
         for kind in m.skipped():
             event(f"a line {kind}")
