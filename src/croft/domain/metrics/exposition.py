@@ -173,14 +173,19 @@ def _help_line(name: str) -> str:
 
 def render_exposition(samples: Iterable[Sample]) -> str:
     """`samples` as the text /metrics serves for them: the one renderer of croft's series, used by the
-    collector's /metrics (croft.adapters.http.metrics) and by croft.sim. A `# HELP` (the text of
-    `names.HELP`, else the name) and a `# TYPE` (`counter` for `_total`, else `gauge`) line start each
-    run of samples of one name. Byte-equal to what prometheus_client's `generate_latest` writes for
-    the same families (tests/unit/test_metrics_export.py proves it), and
-    `parse_exposition(render_exposition(s)) == s` for samples with sorted labels."""
+    collector's /metrics (croft.adapters.http.metrics), croft.sim and croft scale's fixtures. Samples
+    of one name are written together, as an exposition must, names in the order of their first
+    sample (so a caller may pass them interleaved); a `# HELP` (the text of `names.HELP`, else the
+    name) and a `# TYPE` (`counter` for `_total`, else `gauge`) line start each. Byte-equal to what
+    prometheus_client's `generate_latest` writes for the same families (tests/unit/test_metrics_export.py
+    proves it), and `parse_exposition(render_exposition(s)) == s` for samples grouped by name with
+    sorted labels."""
+    families: dict[str, list[Sample]] = {}
+    for sample in samples:
+        families.setdefault(sample.name, []).append(sample)
     lines: list[str] = []
     family = None
-    for sample in samples:
+    for sample in (s for members in families.values() for s in members):
         if sample.name != family:
             family = sample.name
             lines.append(f"# HELP {family} {_help_line(family)}")
