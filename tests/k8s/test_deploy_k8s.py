@@ -189,3 +189,42 @@ def test_collect_through_the_pod_proxy_with_the_manifests_role(plane: ControlPla
     assert denied.returncode == 1
     assert denied.stderr.startswith("croft: cannot list the collector pods in croft-ct: ")
     assert "HTTP 403" in denied.stderr and "bind the Role croft-collect" in denied.stderr
+
+
+def test_delete_removes_what_deploy_applied_and_keeps_a_namespace_in_use(plane: ControlPlane) -> None:
+    assert deploy(plane, "--namespace", "croft-del", "--image", "croft-collector:1").returncode == 0
+    dry = deploy(plane, "--namespace", "croft-del", "--delete", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.splitlines()[0] == "would delete Role croft-del/croft-collect"
+    assert daemonset(plane, "croft-del")["metadata"]["name"] == "croft-collector"  # a dry run deletes nothing
+
+    gone = deploy(plane, "--namespace", "croft-del", "--delete")
+    assert gone.returncode == 0, gone.stderr
+    assert gone.stdout.splitlines() == [
+        "deleted Role croft-del/croft-collect", "deleted Service croft-del/croft-collector",
+        "deleted DaemonSet croft-del/croft-collector", "deleted ServiceAccount croft-del/croft-collector",
+        "deleted Namespace croft-del",
+    ]  # fmt: skip
+    again = deploy(plane, "--namespace", "croft-del", "--delete")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.splitlines()[-1] in (
+        "kept Namespace croft-del: being deleted already",
+        "nothing to delete: croft's collector is not deployed in namespace croft-del",
+    )
+
+    plane.namespace("croft-shared")
+    plane.pod("croft-shared", "someone-elses", {"app": "web"})
+    assert deploy(plane, "--namespace", "croft-shared", "--image", "croft-collector:1").returncode == 0
+    shared = deploy(plane, "--namespace", "croft-shared", "--delete")
+    assert shared.returncode == 0, shared.stderr
+    assert "deleted DaemonSet croft-shared/croft-collector" in shared.stdout
+    assert "kept Namespace croft-shared: other pods run in it (someone-elses): kept" in shared.stdout
+    assert plane.call("GET", "/api/v1/namespaces/croft-shared")["metadata"]["name"] == "croft-shared"
+
+
+def test_a_missing_image_says_which_image_and_how_to_build_it(plane: ControlPlane) -> None:
+    out = deploy(plane, "--namespace", "croft-img", "--dry-run")
+    assert out.returncode == 0
+    assert out.stderr.startswith("croft: no --image: using croft-collector (tag latest)")
+    assert "docker build -f deploy/docker/Dockerfile -t croft-collector ." in out.stderr
+    assert "image: croft-collector" in out.stdout and "croft: no --image" not in out.stdout

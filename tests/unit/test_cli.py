@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -99,3 +100,28 @@ def test_progress_shows_bytes_share_and_rate_then_erases_itself() -> None:
     assert quiet.getvalue() == ""
     with Progress(None, after_s=0.0) as progress:  # piped: no stream at all
         progress.update(1, 2)
+
+
+def test_bash_completion_completes_commands_and_options(tmp_path: Path) -> None:
+    import shutil
+    import subprocess
+
+    if shutil.which("bash") is None:
+        pytest.skip("no bash")
+    script = tmp_path / "croft.bash"
+    out = croft("completion", "bash")
+    assert out.returncode == 0, out.stderr
+    script.write_text(out.stdout)
+
+    def complete(*words: str) -> list[str]:
+        line = " ".join(f"'{w}'" for w in words)
+        probe = (
+            f"source {script}; COMP_WORDS=(croft {line}); COMP_CWORD={len(words)}; "
+            'COMP_LINE="${COMP_WORDS[*]}"; COMP_POINT=${#COMP_LINE}; _croft; printf "%s\\n" "${COMPREPLY[@]}"'
+        )
+        done = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, timeout=30, check=False)
+        return done.stdout.split()
+
+    assert "stats" in complete("st") and "top" in complete("to")
+    assert "--containers" in complete("stats", "--con")
+    assert "--cgroup" in complete("profile", "--cg")

@@ -225,3 +225,33 @@ def test_the_wheel_the_image_installs_builds(tmp_path: Path) -> None:
     } <= names
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert "croft = croft.app.cli:entrypoint" in zipfile.ZipFile(wheel).read(entry_points).decode()
+
+
+def test_undeploy_deletes_croft_objects_last_applied_first_and_guards_the_namespace() -> None:
+    from croft.domain.deploy.manifests import DeployOptions, manifests
+    from croft.domain.deploy.undeploy import plan
+
+    docs = manifests(DeployOptions(image="croft-collector", namespace="croft"))
+    labelled = {"metadata": {"labels": {"app.kubernetes.io/part-of": "croft"}}}
+    everything = dict.fromkeys(range(len(docs)), labelled)
+    steps = plan(docs, everything, [])
+    assert [s.manifest["kind"] for s in steps] == [
+        "Role",
+        "Service",
+        "DaemonSet",
+        "ServiceAccount",
+        "Namespace",
+    ]
+    assert all(s.delete for s in steps)
+
+    kept = plan(docs, everything, ["web-0", "web-1"])
+    assert not kept[-1].delete and kept[-1].why == "other pods run in it (web-0, web-1): kept"
+    assert all(s.delete for s in kept[:-1])
+
+    foreign = plan(docs, {**everything, 2: {"metadata": {"labels": {}}}}, [])
+    assert [s.delete for s in foreign] == [True, True, False, True, True]
+    assert foreign[2].why.startswith("not croft's")
+    assert [s.why for s in plan(docs, {}, [])] == ["not there"] * 5
+
+    system = manifests(DeployOptions(image="croft-collector", namespace="kube-system"))
+    assert not plan(system, dict.fromkeys(range(len(system)), labelled), [])[-1].delete

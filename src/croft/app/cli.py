@@ -24,6 +24,9 @@ app.command("croft.app.deploy:deploy_app", name="deploy", help="start the collec
 app.command("croft.app.collect:collect", name="collect", help="pull each node's dataset from the DaemonSet")
 app.command("croft.app.export:export", name="export", help="a dataset as hive-partitioned Parquet")
 app.command(
+    "croft.app.completion:completion", name="completion", help="shell completion script (bash, zsh, fish)"
+)
+app.command(
     "croft.app.scale:scale",
     name="scale",
     help="add replicas from the request rate, ahead of the HPA",

@@ -27,10 +27,37 @@ OldKernel = Annotated[
 ]
 
 
+DEFAULT_IMAGE = "croft-collector"
+ImageOpt = Annotated[
+    str | None,
+    Parameter(
+        help="the collector image, e.g. registry.example.com/croft-collector:0.1.0; default croft-collector "
+        "(tag latest), built with: docker build -f deploy/docker/Dockerfile -t croft-collector ."
+    ),
+]
+
+
+def image_note(image: str | None, where: str) -> str | None:
+    """Without --image, the note (for stderr, once the command has done its work) saying which
+    image and tag are used and how to build and push one."""
+    if image is not None:
+        return None
+    return (
+        f"croft: no --image: using {DEFAULT_IMAGE} (tag latest), which {where}; build it with "
+        f"`docker build -f deploy/docker/Dockerfile -t {DEFAULT_IMAGE} .` (push it to a registry the "
+        "nodes pull from and pass --image REGISTRY/croft-collector:TAG)"
+    )
+
+
+def _note(text: str | None) -> None:
+    if text is not None:
+        print(text, file=sys.stderr)
+
+
 @deploy_app.command
 def docker(
     *,
-    image: Annotated[str, Parameter(help="the collector image")] = "croft-collector",
+    image: ImageOpt = None,
     watch: Annotated[str, Parameter(help="comma-separated cgroup path prefixes to watch")] = "",
     dry_run: Annotated[bool, Parameter(negative=(), help="print the docker run command instead")] = False,
     kernel_before_5_8: OldKernel = False,
@@ -40,23 +67,27 @@ def docker(
 
     from croft.domain.deploy.manifests import DeployOptions, docker_run_argv, image_problem
 
+    note = image_note(image, "this host's docker must have")
+    image = DEFAULT_IMAGE if image is None else image
     if problem := image_problem(image):
         raise UserError(problem)
     argv = docker_run_argv(DeployOptions(image=image, watch=watch, kernel_before_5_8=kernel_before_5_8))
     if dry_run:
         print(shlex.join(argv))
+        _note(note)
         return 0
     from croft.adapters.kube.docker import run_docker
 
     container = run_docker(argv)
     print(f"started the collector in container {container[:12] or '?'}; its dataset is in /var/lib/croft")
+    _note(note)
     return 0
 
 
 @deploy_app.command
 def kubernetes(
     *,
-    image: Annotated[str, Parameter(help="the collector image")] = "croft-collector",
+    image: ImageOpt = None,
     watch: Annotated[str, Parameter(help="comma-separated cgroup path prefixes to watch")] = "kubepods",
     dry_run: Annotated[bool, Parameter(negative=(), help="print the manifests instead")] = False,
     namespace: Annotated[str, Parameter(help="the collector's namespace")] = "croft",
@@ -65,11 +96,28 @@ def kubernetes(
     ] = None,
     timeout: Annotated[float, Parameter(help="seconds to wait for the DaemonSet to be scheduled")] = 120.0,
     kernel_before_5_8: OldKernel = False,
+    delete: Annotated[
+        bool,
+        Parameter(
+            negative=(),
+            help="remove what deploy applied (objects labelled app.kubernetes.io/part-of=croft; "
+            "the namespace only when nothing else runs in it) instead",
+        ),
+    ] = False,
 ) -> int:
-    """Apply the collector's DaemonSet and its companions to the cluster."""
+    """Apply the collector's DaemonSet and its companions to the cluster (or, with --delete,
+    remove them)."""
     from croft.domain.deploy.k8s_names import label_problem
     from croft.domain.deploy.manifests import DeployOptions, image_problem, manifest_header, manifests
 
+    if delete:
+        if problem := label_problem("--namespace", namespace):
+            raise UserError(problem)
+        return _undeploy(
+            DeployOptions(image=image or DEFAULT_IMAGE, watch=watch, namespace=namespace), kubeconfig, dry_run
+        )
+    note = image_note(image, "every node must be able to pull")
+    image = DEFAULT_IMAGE if image is None else image
     if problem := image_problem(image) or label_problem("--namespace", namespace):
         raise UserError(problem)
     options = DeployOptions(
@@ -78,6 +126,7 @@ def kubernetes(
     docs = manifests(options)
     if dry_run:
         sys.stdout.write(render_manifests(docs, manifest_header(options)))
+        _note(note)
         return 0
     check_number("--timeout", timeout, 0, 86400, "seconds", low_open=True)
     from croft.adapters.kube.cluster import Kube, load_configuration
@@ -85,7 +134,56 @@ def kubernetes(
     kube = Kube(load_configuration(kubeconfig))
     try:
         verbs = apply_all(kube, docs)
-        return wait_for_rollout(kube, options, timeout, verbs.get("DaemonSet", "unchanged"))
+        code = wait_for_rollout(kube, options, timeout, verbs.get("DaemonSet", "unchanged"))
+        _note(note)
+        return code
+    finally:
+        kube.close()
+
+
+def _undeploy(options: DeployOptions, kubeconfig: Path | None, dry_run: bool) -> int:
+    """Delete what deploy applied, last applied first; with `dry_run` only say what would go."""
+    from croft.adapters.kube.cluster import Kube, load_configuration
+    from croft.adapters.kube.port import KubeError, NotFound
+    from croft.domain.deploy.cluster import describe, object_path
+    from croft.domain.deploy.manifests import APP_LABEL, manifests
+    from croft.domain.deploy.undeploy import plan
+
+    docs = manifests(options)
+    kube = Kube(load_configuration(kubeconfig))
+    try:
+        try:
+            live = {index: kube.get(object_path(doc)) for index, doc in enumerate(docs)}
+            pods = kube.pods(options.namespace, "") if live.get(0) is not None else []
+        except KubeError as exc:
+            raise UserError(
+                f"cannot read what croft deployed: {exc}; check your access to the cluster"
+            ) from exc
+        others = [
+            str(p["metadata"]["name"])
+            for p in pods
+            if (p["metadata"].get("labels") or {}).get("app.kubernetes.io/name") != APP_LABEL
+        ]
+        steps = plan(docs, live, others)
+        for step in steps:
+            name = describe(step.manifest)
+            if not step.delete:
+                print(f"kept {name}: {step.why}")
+                continue
+            if dry_run:
+                print(f"would delete {name}")
+                continue
+            try:
+                kube.call("DELETE", object_path(step.manifest), query={"propagationPolicy": "Background"})
+            except NotFound:
+                print(f"gone {name}")
+                continue
+            except KubeError as exc:
+                raise UserError(f"cannot delete {name}: {exc}; check your access to the cluster") from exc
+            print(f"deleted {name}")
+        if not any(step.delete for step in steps):
+            print(f"nothing to delete: croft's collector is not deployed in namespace {options.namespace}")
+        return 0
     finally:
         kube.close()
 
