@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 import apps
 from tests.helpers.cli import CROFT
@@ -43,8 +44,11 @@ def test_gpu_dry_run_prints_the_plan_of_jobs():
 def test_gpu_dry_run_manifests_ask_for_one_gpu_each():
     out = run_py("gpu", "--dry-run", "--manifests", "--duration-secs", "60")
     assert out.returncode == 0, out.stderr
-    jobs = [json.loads(chunk) for chunk in out.stdout.split("\n{")[1:] for chunk in ["{" + chunk]]
-    assert len(jobs) == 6
+    # stdout is YAML only (kubectl apply -f - reads it), the plan goes to stderr
+    assert out.stderr.startswith("GPU suite: 6 Jobs in namespace croft-gpu")
+    namespace, *jobs = yaml.safe_load_all(out.stdout)
+    assert namespace == {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "croft-gpu"}}
+    assert len(jobs) == 6 and all(job["metadata"]["namespace"] == "croft-gpu" for job in jobs)
     for job in jobs:
         assert job["kind"] == "Job" and job["spec"]["backoffLimit"] == 0
         container = job["spec"]["template"]["spec"]["containers"][0]
@@ -139,3 +143,16 @@ def test_calibrate_measures_the_webapp_s_known_costs_from_croft_s_dataset(tmp_pa
     assert 18 <= calibration["cpu_per_request_ms"] <= 26, calibration
     assert calibration["source"].startswith("run.py calibrate on ")
     assert not any(Path("/sys/fs/cgroup").glob("*/croft-calibrate"))  # its cgroups are gone
+
+
+def test_every_option_says_what_it_is_and_its_default():
+    for command in ("answer", "compare", "simulate", "gpu", "calibrate"):
+        out = run_py(command, "--help")
+        assert out.returncode == 0, out.stderr
+        text = " ".join(out.stdout.split())
+        for option in {"answer": ["--seeds", "--apps"], "compare": ["--slo-ms"], "simulate": ["--seeds"]}.get(
+            command, []
+        ):
+            after = text.split(option, 2)[-1][:200]
+            assert "(default: " in after, (command, option, after)
+    assert "(default: 500.0)" in " ".join(run_py("compare", "--help").stdout.split())

@@ -76,6 +76,16 @@ def suite(duration_s: int = 300) -> tuple[GpuWorkload, ...]:
     )
 
 
+def manifests_yaml(workloads: Sequence[GpuWorkload]) -> str:
+    """The `croft-gpu` Namespace and every Job as one multi-document YAML text, for
+    `run.py gpu --dry-run --manifests | kubectl apply -f -`."""
+    import yaml
+
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+    docs = [namespace, *(w.manifest() for w in workloads)]
+    return "".join("---\n" + yaml.safe_dump(doc, sort_keys=False, width=110) for doc in docs)
+
+
 def plan_text(workloads: Sequence[GpuWorkload], manifests: bool = False) -> str:
     """The plan: one line per Job in run order, then (with `manifests`) the Jobs as JSON."""
     lines = [f"GPU suite: {len(workloads)} Jobs in namespace {NAMESPACE}, one at a time, 1 GPU each"]

@@ -66,13 +66,23 @@ def _profile(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="run.py", description=__doc__.splitlines()[0] if __doc__ else None)
     sub = top.add_subparsers(dest="command", required=True)
+    defaults = argparse.ArgumentDefaultsHelpFormatter  # every option's help says its default
 
-    gpu = sub.add_parser("gpu", help="the GPU suite: one Job per workload, one GPU each")
+    gpu = sub.add_parser(
+        "gpu", formatter_class=defaults, help="the GPU suite: one Job per workload, one GPU each"
+    )
     gpu.add_argument("--dry-run", action="store_true", help="print the plan instead of running it")
-    gpu.add_argument("--manifests", action="store_true", help="with --dry-run: print the Jobs too")
-    gpu.add_argument("--duration-secs", type=int, default=300)
+    gpu.add_argument(
+        "--manifests",
+        action="store_true",
+        help="with --dry-run: the plan on stderr, the croft-gpu Namespace and the Jobs as YAML on stdout "
+        "(| kubectl apply -f -)",
+    )
+    gpu.add_argument("--duration-secs", type=int, default=300, help="seconds each workload runs")
 
-    web = sub.add_parser("web", help="one run of an app under open-loop load or Locust users")
+    web = sub.add_parser(
+        "web", formatter_class=defaults, help="one run of an app under open-loop load or Locust users"
+    )
     web.add_argument("--prefix", required=True, help="the run's name starts with it; compare selects by it")
     _profile_options(web, "constant")
     web.add_argument(
@@ -88,45 +98,62 @@ def parser() -> argparse.ArgumentParser:
     web.add_argument("--host", default=None, help="send the load here instead of apps.json's host")
     web.add_argument("--timeout-secs", type=float, default=10.0, help="a request's timeout")
     web.add_argument("--no-keepalive", action="store_true", help="a new connection per request")
-    web.add_argument("--cooldown-secs", type=float, default=15.0)
-    web.add_argument("--ready-timeout-secs", type=float, default=300.0)
+    web.add_argument("--cooldown-secs", type=float, default=15.0, help="seconds recorded after the load")
+    web.add_argument(
+        "--ready-timeout-secs", type=float, default=300.0, help="seconds to wait for the app to be ready"
+    )
     web.add_argument("--prometheus", default=None, help="Prometheus base URL for prometheus.csv")
     web.add_argument("--croft", default="croft", help="the croft executable for --scaler croft")
     web.add_argument("--croft-arg", action="append", default=[], help="an extra croft scale argument")
 
     cal = sub.add_parser(
-        "calibrate", help="CPU and syscalls per request on this machine, from croft's dataset"
+        "calibrate",
+        formatter_class=defaults,
+        help="CPU and syscalls per request on this machine, from croft's dataset",
     )
-    cal.add_argument("--app", default="webapp")
-    cal.add_argument("--apps", type=Path, default=HERE / "apps.json")
+    cal.add_argument("--app", default="webapp", help="an entry of apps.json")
+    cal.add_argument("--apps", type=Path, default=HERE / "apps.json", help="the apps file")
     cal.add_argument("--rates", default="2,4,8", help="comma-separated RPS to drive it at")
-    cal.add_argument("--secs-per-rate", type=float, default=40.0)
+    cal.add_argument("--secs-per-rate", type=float, default=40.0, help="seconds of load at each rate")
     cal.add_argument(
         "--cpu-ms", type=float, default=None, help="the webapp's CPU per request (default its own 50)"
     )
-    cal.add_argument("--croft", default="croft")
+    cal.add_argument("--croft", default="croft", help="the croft executable")
     cal.add_argument("--no-write", action="store_true", help="do not write the result into apps.json")
 
-    cmp_ = sub.add_parser("compare", help="score burst runs per arm")
+    cmp_ = sub.add_parser("compare", formatter_class=defaults, help="score burst runs per arm")
     cmp_.add_argument("--prefix", nargs="+", required=True, help="one prefix per arm")
-    cmp_.add_argument("--slo-ms", type=float, default=500.0, help="the p95 objective")
+    cmp_.add_argument(
+        "--slo-ms",
+        type=float,
+        default=500.0,
+        help="the latency objective: a window whose p95 exceeds it violates",
+    )
 
-    sim = sub.add_parser("simulate", help="croft.sim runs in the run-directory format")
+    sim = sub.add_parser(
+        "simulate", formatter_class=defaults, help="croft.sim runs in the run-directory format"
+    )
     _profile_options(sim, "burst")
-    sim.add_argument("--scaler", default="none", choices=("none", "croft", "fixed"))
-    sim.add_argument("--seeds", type=int, default=3)
+    sim.add_argument(
+        "--scaler", default="none", choices=("none", "croft", "fixed"), help="none is the HPA alone"
+    )
+    sim.add_argument("--seeds", type=int, default=3, help="runs per arm, seeds 1..N")
     sim.add_argument("--prefix", default=None, help="default sim-<app>-<arm>-")
 
-    ans = sub.add_parser("answer", help="the simulated answer: both cases, both arms, N seeds, table + PNG")
-    ans.add_argument("--seeds", type=int, default=10)
-    ans.add_argument("--plot", type=Path, default=None, help="default <data>/answer.png")
-    ans.add_argument("--apps", type=Path, default=HERE / "apps.json")
+    ans = sub.add_parser(
+        "answer",
+        formatter_class=defaults,
+        help="the simulated answer: both cases, both arms, N seeds, table + PNG",
+    )
+    ans.add_argument("--seeds", type=int, default=10, help="runs per case and arm, seeds 1..N")
+    ans.add_argument("--plot", type=Path, default=None, help="the figure; default <data>/answer.png")
+    ans.add_argument("--apps", type=Path, default=HERE / "apps.json", help="the apps file")
 
     for command in (gpu, web, cal, cmp_, sim, ans):
         default = DATA / "sim" if command in (sim, ans) else DATA
         command.add_argument("--data", type=Path, default=default, help="the data directory")
     for command in (gpu, web):
-        command.add_argument("--kubectl", default="kubectl")
+        command.add_argument("--kubectl", default="kubectl", help="the kubectl executable")
         command.add_argument("--kubeconfig", default=None, help="default: $KUBECONFIG")
     for command in (gpu, web, cal):
         command.add_argument(
@@ -179,8 +206,12 @@ def _dispatch(args: argparse.Namespace) -> int:
         import kube
 
         plan = gpu.suite(args.duration_secs)
+        if args.dry_run and args.manifests:
+            print(gpu.plan_text(plan), file=sys.stderr)  # stdout is YAML only: pipe it to kubectl apply -f -
+            sys.stdout.write(gpu.manifests_yaml(plan))
+            return 0
         if args.dry_run:
-            print(gpu.plan_text(plan, args.manifests))
+            print(gpu.plan_text(plan))
             return 0
         with explock.experiment_lock(lock, break_stale=args.break_stale_lock):
             gpu.run_suite(kube.Kubectl(args.kubectl, args.kubeconfig), plan, args.data)
