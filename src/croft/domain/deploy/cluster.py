@@ -10,6 +10,7 @@ from typing import Any
 import attrs
 
 from croft.domain.dataset import is_safe_name
+from croft.domain.kube_json import dig
 
 # kind -> (API prefix, plural, namespaced), for the kinds croft deploy applies.
 _KINDS = {
@@ -24,22 +25,14 @@ _KINDS = {
 _SERVER_FIELDS = ("managedFields", "resourceVersion", "generation", "uid", "creationTimestamp", "selfLink")
 
 
-def _dig(obj: Any, *keys: str) -> Any:
-    for key in keys:
-        if not isinstance(obj, Mapping):
-            return None
-        obj = obj.get(key)
-    return obj
-
-
 def object_path(manifest: Mapping[str, Any]) -> str:
     """The API path of the object `manifest` describes; ValueError for a kind croft does not apply."""
-    kind, name = manifest.get("kind"), _dig(manifest, "metadata", "name")
+    kind, name = manifest.get("kind"), dig(manifest, "metadata", "name")
     if kind not in _KINDS or not isinstance(name, str):
         raise ValueError(f"croft deploy does not apply {kind!r} objects")
     prefix, plural, namespaced = _KINDS[kind]
     if namespaced:
-        return f"{prefix}/namespaces/{_dig(manifest, 'metadata', 'namespace')}/{plural}/{name}"
+        return f"{prefix}/namespaces/{dig(manifest, 'metadata', 'namespace')}/{plural}/{name}"
     return f"{prefix}/{plural}/{name}"
 
 
@@ -92,7 +85,7 @@ class Rollout:
 def rollout(daemonset: Mapping[str, Any]) -> Rollout:
     """The rollout of a DaemonSet object as the API server returned it."""
     status = daemonset.get("status") or {}
-    generation = _dig(daemonset, "metadata", "generation") or 0
+    generation = dig(daemonset, "metadata", "generation") or 0
     return Rollout(
         desired=int(status.get("desiredNumberScheduled") or 0),
         scheduled=int(status.get("currentNumberScheduled") or 0),
@@ -134,20 +127,20 @@ def collector_targets(pods: Sequence[Mapping[str, Any]]) -> Targets:
     best: dict[str, tuple[tuple[bool, str], str]] = {}
     skipped: list[tuple[str, str]] = []
     for pod in pods:
-        name = str(_dig(pod, "metadata", "name") or "?")
-        node = _dig(pod, "spec", "nodeName")
+        name = str(dig(pod, "metadata", "name") or "?")
+        node = dig(pod, "spec", "nodeName")
         if not isinstance(node, str) or not node:
             skipped.append((name, "not scheduled on a node yet"))
             continue
         if not is_safe_name(node):
             skipped.append((name, f"its node name {node!r:.80} is not a plain safe name"))
             continue
-        if _dig(pod, "status", "phase") != "Running" or not _dig(pod, "status", "podIP"):
-            skipped.append((name, f"{_dig(pod, 'status', 'phase') or 'Pending'} on {node}, not running"))
+        if dig(pod, "status", "phase") != "Running" or not dig(pod, "status", "podIP"):
+            skipped.append((name, f"{dig(pod, 'status', 'phase') or 'Pending'} on {node}, not running"))
             continue
-        conditions = _dig(pod, "status", "conditions") or []
+        conditions = dig(pod, "status", "conditions") or []
         ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-        rank = (ready, str(_dig(pod, "metadata", "creationTimestamp") or ""))
+        rank = (ready, str(dig(pod, "metadata", "creationTimestamp") or ""))
         if node in best:
             loser = min(best[node], (rank, name))
             skipped.append((loser[1], f"another collector pod on {node} is newer or ready"))

@@ -9,6 +9,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from croft.domain.kube_json import dig
 from croft.domain.scaling.decision import DeploymentView, PodView
 
 _QUANTITY_RE = re.compile(r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(?:([eE][+-]?[0-9]+)|([a-zA-Z]{0,2}))$")
@@ -50,41 +51,33 @@ def container_id(raw: str) -> str:
     return _SCHEME_RE.sub("", raw)
 
 
-def _dig(obj: Any, *keys: str) -> Any:
-    for key in keys:
-        if not isinstance(obj, Mapping):
-            return None
-        obj = obj.get(key)
-    return obj
-
-
 def pod_view(pod: Mapping[str, Any]) -> PodView:
     """A pod and the ids of its running containers (status.containerStatuses[] with a containerID and
     state.running); a Pending pod without statuses has none."""
     ids: list[str] = []
-    statuses = _dig(pod, "status", "containerStatuses") or []
+    statuses = dig(pod, "status", "containerStatuses") or []
     for status in statuses if isinstance(statuses, Sequence) else []:
-        raw = _dig(status, "containerID")
-        if isinstance(raw, str) and raw and _dig(status, "state", "running") is not None:
+        raw = dig(status, "containerID")
+        if isinstance(raw, str) and raw and dig(status, "state", "running") is not None:
             ids.append(container_id(raw))
-    return PodView(name=str(_dig(pod, "metadata", "name") or "?"), container_ids=tuple(ids))
+    return PodView(name=str(dig(pod, "metadata", "name") or "?"), container_ids=tuple(ids))
 
 
 def template_cpu_limit(deployment: Mapping[str, Any]) -> float | None:
     """The summed resources.limits.cpu of the pod template's containers, in cores; None when no
     container sets one. Raises ValueError for a limit that is not a quantity."""
-    containers = _dig(deployment, "spec", "template", "spec", "containers") or []
-    limits = [_dig(c, "resources", "limits", "cpu") for c in containers]
+    containers = dig(deployment, "spec", "template", "spec", "containers") or []
+    limits = [dig(c, "resources", "limits", "cpu") for c in containers]
     cores = [parse_cpu_quantity(str(limit)) for limit in limits if limit is not None]
     return sum(cores) if cores else None
 
 
 def deployment_view(deployment: Mapping[str, Any]) -> DeploymentView:
     """The Deployment's name, spec.replicas (1 when unset, as the API defaults) and CPU limit."""
-    replicas = _dig(deployment, "spec", "replicas")
+    replicas = dig(deployment, "spec", "replicas")
     return DeploymentView(
-        namespace=str(_dig(deployment, "metadata", "namespace") or ""),
-        name=str(_dig(deployment, "metadata", "name") or ""),
+        namespace=str(dig(deployment, "metadata", "namespace") or ""),
+        name=str(dig(deployment, "metadata", "name") or ""),
         replicas=int(replicas) if isinstance(replicas, int) else 1,
         cpu_limit_cores=template_cpu_limit(deployment),
     )
@@ -92,7 +85,7 @@ def deployment_view(deployment: Mapping[str, Any]) -> DeploymentView:
 
 def label_selector(deployment: Mapping[str, Any]) -> str:
     """spec.selector as a label selector string (`a=b,c in (d,e)`); raises ValueError when empty."""
-    selector = _dig(deployment, "spec", "selector") or {}
+    selector = dig(deployment, "spec", "selector") or {}
     parts = [f"{key}={value}" for key, value in sorted((selector.get("matchLabels") or {}).items())]
     for expression in selector.get("matchExpressions") or []:
         key, operator = expression.get("key"), expression.get("operator")
