@@ -156,3 +156,24 @@ def test_every_option_says_what_it_is_and_its_default():
             after = text.split(option, 2)[-1][:200]
             assert "(default: " in after, (command, option, after)
     assert "(default: 500.0)" in " ".join(run_py("compare", "--help").stdout.split())
+
+
+def test_answer_draws_a_figure_for_print(tmp_path):
+    """PNG, PDF and SVG; titles in words, a legend for the arms' mean ± sd and the burst, the
+    client timeout labelled (the SVG keeps its text as text, so it can be read here)."""
+    plot = tmp_path / "answer.png"
+    out = run_py("answer", "--seeds", "2", "--data", str(tmp_path), "--plot", str(plot), timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert plot.stat().st_size > 0 and plot.with_suffix(".pdf").read_bytes().startswith(b"%PDF")
+    svg = plot.with_suffix(".svg").read_text()
+    for text in (
+        "Web app, burst at half scale",
+        "Hotel reservation, burst at double scale",
+        "Kubernetes HPA, mean ± sd",
+        "croft scale, mean ± sd",
+        "burst",
+        "10 s client timeout: the ceiling",
+        "2 seeds per arm",
+    ):
+        assert text in svg, text
+    assert "--scale" not in svg

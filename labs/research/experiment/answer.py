@@ -3,8 +3,8 @@ same `compare` as real runs.
 
 The answer to docs/experiments.md's question, without a cluster: for the webapp burst at --scale 0.5
 and hotel-reservation at --scale 2, both arms (hpa: the Kubernetes HPA; croft: croft scale), N
-seeds each, mean ± sd of every compare score, and a PNG of offered load, replicas and p95 over time
-per arm.
+seeds each, mean ± sd of every compare score, and a figure (PNG, PDF and SVG) of offered and answered
+load, replicas and p95 over time per arm, mean ± sd over the seeds.
 """
 
 from __future__ import annotations
@@ -71,74 +71,142 @@ def answer(seeds: int, data_root: Path, plot: Path | None, apps_path: Path = app
     return "\n".join(out)
 
 
+CASE_TITLES = {
+    "webapp": "Web app, burst at half scale",
+    "hotel-reservation": "Hotel reservation, burst at double scale",
+}
+ARM_NAMES = {"hpa": "Kubernetes HPA", "croft": "croft scale", "fixed": "fixed replicas"}
+CLIENT_TIMEOUT_MS = 10_000.0  # the load generator's timeout: a p95 at it means requests timed out
+
+
+def _step_at(steps: Sequence[tuple[float, int]], t: float) -> int:
+    """The replicas of step function `steps` ((x s, replicas), sorted) at `t` s."""
+    value = steps[0][1]
+    for x, replicas in steps:
+        if x > t:
+            break
+        value = replicas
+    return value
+
+
+def _mean_sd(series: Sequence[Sequence[float]]) -> tuple[list[float], list[float]]:
+    """Per index, the mean and sample sd of the finite values across `series` (NaN where none)."""
+    import math
+    import statistics
+
+    length = min(len(s) for s in series)
+    means, sds = [], []
+    for i in range(length):
+        values = [s[i] for s in series if not math.isnan(s[i])]
+        means.append(statistics.fmean(values) if values else float("nan"))
+        sds.append(statistics.stdev(values) if len(values) > 1 else 0.0)
+    return means, sds
+
+
 def draw(data_dir: Path, path: Path) -> None:
-    """Offered load, replicas and p95 over time, one row per case, both arms, every seed."""
+    """Offered and answered load, replicas and p95 over time, one row per case: for each arm the
+    mean over its seeds with a band of ± one sd. Written as `path` (PNG) and beside it as PDF and
+    SVG, for print."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
 
+    plt.rcParams.update(
+        {
+            "font.size": 12,
+            "axes.titlesize": 13,
+            "axes.labelsize": 12,
+            "legend.fontsize": 10,
+            "svg.fonttype": "none",
+        }
+    )
     records = read_records(data_dir)
-    fig, axes = plt.subplots(len(CASES), 3, figsize=(16, 4.2 * len(CASES)), squeeze=False)
-    for row, (app_name, scale) in enumerate(CASES):
+    fig, axes = plt.subplots(len(CASES), 3, figsize=(17, 5.0 * len(CASES)), squeeze=False)
+    seeds_seen = 0
+    for row, (app_name, _scale) in enumerate(CASES):
         ax_load, ax_rep, ax_p95 = axes[row]
-        for record in (r for r in records if r.app == app_name):
-            arm = record.autoscaler
-            first = record.simulated is not None and record.simulated.get("seed") == 1
-            style = {
-                "color": COLORS.get(arm, "black"),
-                "alpha": 0.9 if first else 0.25,
-                "lw": 1.6 if first else 0.8,
-            }
-            label = arm if first else None
-            rows = read_workload(data_dir / record.run / "workload.csv")
-            t = [r.second for r in rows]
-            if first and arm == "hpa":
-                ax_load.plot(t, [r.target_rps for r in rows], color="black", lw=1.2, label="offered")
-            ax_load.plot(t, [r.ok for r in rows], **style, label=f"answered OK, {label}" if label else None)
-            timeline = read_timeline(data_dir / record.run / "timeline.json")
-            steps = scoring.replicas_over(timeline, record.window_start_ms, record.window_end_ms)
-            xs: list[float] = []
-            ys: list[int] = []
-            for at, replicas in steps:
-                x = (at - record.window_start_ms) / 1000
-                if ys:
-                    xs.append(x)
-                    ys.append(ys[-1])
-                xs.append(x)
-                ys.append(replicas)
-            xs.append((record.window_end_ms - record.window_start_ms) / 1000)
-            ys.append(ys[-1])
-            ax_rep.plot(xs, ys, **style, label=label)
-            ax_p95.plot(
-                t, [r.p95_ms if r.p95_ms is not None else float("nan") for r in rows], **style, label=label
-            )
-            if (
-                record.burst_onset_ms is not None
-                and record.burst_end_ms is not None
-                and first
-                and arm == "hpa"
-            ):
-                onset = (record.burst_onset_ms - record.window_start_ms) / 1000
-                end = (record.burst_end_ms - record.window_start_ms) / 1000
-                for ax in axes[row]:
-                    ax.axvspan(onset, end, color="red", alpha=0.06)
+        burst: tuple[float, float] | None = None
+        for arm in ("hpa", "croft", "fixed"):
+            runs = [r for r in records if r.app == app_name and r.autoscaler == arm]
+            if not runs:
+                continue
+            seeds_seen = max(seeds_seen, len(runs))
+            ok, p95, replicas, offered = [], [], [], []
+            for record in runs:
+                rows = read_workload(data_dir / record.run / "workload.csv")
+                ok.append([float(r.ok) for r in rows])
+                p95.append([r.p95_ms if r.p95_ms is not None else float("nan") for r in rows])
+                offered = [float(r.target_rps) for r in rows]
+                timeline = read_timeline(data_dir / record.run / "timeline.json")
+                steps = [
+                    ((at - record.window_start_ms) / 1000, n)
+                    for at, n in scoring.replicas_over(timeline, record.window_start_ms, record.window_end_ms)
+                ]
+                span = int((record.window_end_ms - record.window_start_ms) / 1000)
+                replicas.append([float(_step_at(steps, t)) for t in range(span + 1)])
+                if record.burst_onset_ms is not None and record.burst_end_ms is not None:
+                    burst = (
+                        (record.burst_onset_ms - record.window_start_ms) / 1000,
+                        (record.burst_end_ms - record.window_start_ms) / 1000,
+                    )
+            color = COLORS.get(arm, "black")
+            label = f"{ARM_NAMES.get(arm, arm)}, mean ± sd"
+            for ax, series, floor in ((ax_load, ok, 0.0), (ax_rep, replicas, 0.0), (ax_p95, p95, 5.0)):
+                mean, sd = _mean_sd(series)
+                t = list(range(len(mean)))
+                ax.plot(t, mean, color=color, lw=1.8, label=label)
+                ax.fill_between(
+                    t,
+                    [max(m - d, floor) for m, d in zip(mean, sd, strict=True)],
+                    [m + d for m, d in zip(mean, sd, strict=True)],
+                    color=color,
+                    alpha=0.2,
+                    lw=0,
+                )
+            if arm == "hpa":
+                ax_load.plot(
+                    range(len(offered)), offered, color="black", lw=1.2, ls="--", label="offered load"
+                )
+        if burst is not None:
+            for ax in axes[row]:
+                ax.axvspan(*burst, color="red", alpha=0.07)
         ax_p95.axhline(scoring.SLO_P95_MS, color="red", ls="--", lw=1, label="500 ms objective")
+        ax_p95.axhline(CLIENT_TIMEOUT_MS, color="gray", ls=":", lw=1.2)
+        ax_p95.annotate(
+            "10 s client timeout: the ceiling",
+            (0.99, CLIENT_TIMEOUT_MS),
+            xycoords=("axes fraction", "data"),
+            xytext=(0, 4),
+            ha="right",
+            textcoords="offset points",
+            fontsize=10,
+            color="dimgray",
+        )
         ax_p95.set_yscale("log")
-        ax_load.set_title(f"{app_name} --scale {scale:g}: offered and answered load")
-        ax_rep.set_title(f"{app_name}: replicas (spec)")
-        ax_p95.set_title(f"{app_name}: p95 latency per second")
-        ax_load.set_ylabel("requests/s")
+        ax_p95.set_ylim(bottom=5.0)
+        title = CASE_TITLES.get(app_name, app_name)
+        ax_load.set_title(f"{title}:\noffered and answered load")
+        ax_rep.set_title(f"{title}:\nreplicas asked for")
+        ax_p95.set_title(f"{title}:\n95th percentile latency, per second")
+        ax_load.set_ylabel("requests per second")
         ax_rep.set_ylabel("replicas")
-        ax_p95.set_ylabel("ms (log)")
+        ax_p95.set_ylabel("latency, ms (log scale)")
         for ax in axes[row]:
-            ax.set_xlabel("s since load start (warm-up included)")
+            ax.set_xlabel("seconds since the load started (warm-up included)")
             ax.grid(alpha=0.3)
-            ax.legend(loc="upper left", fontsize=8)
+            handles, labels = ax.get_legend_handles_labels()
+            handles.append(Patch(color="red", alpha=0.15))
+            labels.append("burst")
+            ax.legend(handles, labels, loc="upper left", framealpha=0.9)
+    seeds = f"{seeds_seen} seeds per arm" if seeds_seen else "no runs"
     fig.suptitle(
-        "croft.sim: Kubernetes HPA vs croft scale on a burst (shaded), bold = seed 1, faint = other seeds"
+        f"Simulated burst: the Kubernetes HPA against croft scale ({seeds}; lines: mean, bands: ± one sd)"
     )
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=150)
+    for vector in (".pdf", ".svg"):
+        fig.savefig(path.with_suffix(vector))
     plt.close(fig)
