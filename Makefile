@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench install clean bpf-setup k8s-setup system-deps
+.PHONY: run test lint bench install clean bpf-setup k8s-setup node-setup system-deps
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,6 +23,13 @@ bpf-setup: $(STAMP)
 k8s-setup:
 	bash scripts/kube-apiserver.sh build >/dev/null || echo "k8s-setup: no kube-apiserver; the k8s tests will skip"
 
+# Builds (once, cached in /var/cache/croft-k8s) the real node the `node` tests start: kubelet,
+# kube-scheduler, kube-proxy, the pause image and a Debian base root file system (mmdebstrap).
+# A machine that cannot build it still runs every other test; the node tests then skip saying why.
+node-setup: k8s-setup
+	bash scripts/kube-node.sh build >/dev/null && bash scripts/kube-node.sh images >/dev/null \
+		|| echo "node-setup: no test node; the node tests will skip"
+
 # The collector on this host, as root. Without a GPU only watched cgroups give rows: e.g.
 # `WATCH_CGROUPS=system.slice,user.slice make run`. Every option reads its env variable (README).
 run: $(STAMP) bpf-setup
@@ -39,7 +46,7 @@ lint: $(STAMP)
 system-deps:
 	bash scripts/system-deps.sh
 
-test: lint bpf-setup k8s-setup system-deps
+test: lint bpf-setup k8s-setup node-setup system-deps
 	$(BIN)/pytest
 
 bench: $(STAMP) bpf-setup

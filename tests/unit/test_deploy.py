@@ -34,6 +34,7 @@ images = st.from_regex(r"[a-z0-9][a-z0-9./:@_-]{0,40}", fullmatch=True)
         (("--image", "reg.example:5000/croft:1.2", "--watch", "kubepods,system.slice/docker; rm -rf '/'"),
          DeployOptions(image="reg.example:5000/croft:1.2", watch="kubepods,system.slice/docker; rm -rf '/'")),
         (("--kernel-before-5-8",), DeployOptions(kernel_before_5_8=True)),
+        (("--kernel-5-11-or-later",), DeployOptions(kernel_5_11_or_later=True)),
     ],
 )  # fmt: skip
 def test_docker_dry_run_prints_a_command_that_parses_back_to_the_argv(
@@ -155,6 +156,37 @@ def test_the_daemonset_runs_as_the_issue_asks() -> None:
     ]
 
 
+def test_the_daemonset_is_shaped_like_other_ebpf_node_agents() -> None:
+    docs = manifests(DeployOptions(watch="kubepods", port=9500))
+    namespace = next(d for d in docs if d["kind"] == "Namespace")
+    template = next(d for d in docs if d["kind"] == "DaemonSet")["spec"]["template"]
+    pod, container = template["spec"], template["spec"]["containers"][0]
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    assert pod["priorityClassName"] == "system-node-critical"
+    assert container["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}} in container[
+        "env"
+    ]
+    assert template["metadata"]["annotations"] == {
+        "prometheus.io/scrape": "true",
+        "prometheus.io/port": "9500",
+        "prometheus.io/path": "/metrics",
+    }
+    # a node without /usr/src (headers elsewhere, or BTF) still runs the pod
+    assert {"name": "usr-src", "hostPath": {"path": "/usr/src", "type": "DirectoryOrCreate"}} in pod[
+        "volumes"
+    ]
+
+
+def test_kernel_5_11_or_later_leaves_sys_resource_out_and_contradicts_before_5_8() -> None:
+    ds = next(d for d in manifests(DeployOptions(kernel_5_11_or_later=True)) if d["kind"] == "DaemonSet")
+    added = ds["spec"]["template"]["spec"]["containers"][0]["securityContext"]["capabilities"]["add"]
+    assert added == ["BPF", "PERFMON", "SYS_PTRACE", "DAC_READ_SEARCH"]
+    out = croft("deploy", "kubernetes", "--dry-run", "--kernel-before-5-8", "--kernel-5-11-or-later")
+    assert out.returncode != 0 and out.stdout == ""
+    assert out.stderr.strip().endswith("contradict each other; pass one"), out.stderr
+
+
 def test_checked_in_manifest_is_the_dry_run() -> None:
     out = croft("deploy", "kubernetes", "--dry-run")
     checked_in = (REPO / "deploy/kubernetes/collector.yaml").read_text()
@@ -186,8 +218,10 @@ def _ignored(path: str, patterns: list[str]) -> bool:
 def test_dockerfile_parses_and_copies_only_what_the_context_lets_in() -> None:
     commands = dockerfile.parse_file(str(DOCKERFILE))
     instructions = [c.cmd for c in commands]
-    assert instructions[0] == "FROM" and instructions.count("FROM") == 2
-    assert all(c.value[0].startswith("debian:bookworm-slim") for c in commands if c.cmd == "FROM")
+    assert instructions[:2] == ["ARG", "FROM"] and instructions.count("FROM") == 2
+    # both stages build FROM the one BASE argument, debian:bookworm-slim unless the build says otherwise
+    assert commands[0].value == ("BASE=debian:bookworm-slim",)
+    assert all(c.value[0].startswith("${BASE}") for c in commands if c.cmd == "FROM")
     entry = next(c for c in commands if c.cmd == "ENTRYPOINT")
     cmd = next(c for c in commands if c.cmd == "CMD")
     assert entry.json and entry.value == ("croft",)

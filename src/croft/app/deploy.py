@@ -26,6 +26,15 @@ OldKernel = Annotated[
     ),
 ]
 
+NewKernel = Annotated[
+    bool,
+    Parameter(
+        name="--kernel-5-11-or-later",
+        negative=(),
+        help="the hosts run Linux 5.11 or later (BPF maps charged to the memory cgroup): no CAP_SYS_RESOURCE",
+    ),
+]
+
 
 DEFAULT_IMAGE = "croft-collector"
 ImageOpt = Annotated[
@@ -61,6 +70,7 @@ def docker(
     watch: Annotated[str, Parameter(help="comma-separated cgroup path prefixes to watch")] = "",
     dry_run: Annotated[bool, Parameter(negative=(), help="print the docker run command instead")] = False,
     kernel_before_5_8: OldKernel = False,
+    kernel_5_11_or_later: NewKernel = False,
 ) -> int:
     """Run the collector in a Docker container on this host."""
     import shlex
@@ -71,7 +81,15 @@ def docker(
     image = DEFAULT_IMAGE if image is None else image
     if problem := image_problem(image):
         raise UserError(problem)
-    argv = docker_run_argv(DeployOptions(image=image, watch=watch, kernel_before_5_8=kernel_before_5_8))
+    options = DeployOptions(
+        image=image,
+        watch=watch,
+        kernel_before_5_8=kernel_before_5_8,
+        kernel_5_11_or_later=kernel_5_11_or_later,
+    )
+    if problem := options.problem():
+        raise UserError(problem)
+    argv = docker_run_argv(options)
     if dry_run:
         print(shlex.join(argv))
         _note(note)
@@ -96,6 +114,7 @@ def kubernetes(
     ] = None,
     timeout: Annotated[float, Parameter(help="seconds to wait for the DaemonSet to be scheduled")] = 120.0,
     kernel_before_5_8: OldKernel = False,
+    kernel_5_11_or_later: NewKernel = False,
     delete: Annotated[
         bool,
         Parameter(
@@ -121,8 +140,14 @@ def kubernetes(
     if problem := image_problem(image) or label_problem("--namespace", namespace):
         raise UserError(problem)
     options = DeployOptions(
-        image=image, watch=watch, namespace=namespace, kernel_before_5_8=kernel_before_5_8
+        image=image,
+        watch=watch,
+        namespace=namespace,
+        kernel_before_5_8=kernel_before_5_8,
+        kernel_5_11_or_later=kernel_5_11_or_later,
     )
+    if problem := options.problem():
+        raise UserError(problem)
     docs = manifests(options)
     if dry_run:
         sys.stdout.write(render_manifests(docs, manifest_header(options)))

@@ -21,6 +21,9 @@ Capabilities, everything else dropped (kernel >= 5.8, where CAP_BPF and CAP_PERF
 - DAC_READ_SEARCH: walk /proc/<pid>/fd and cgroup directories owned by other users.
 
 On kernels before 5.8 BPF and PERFMON do not exist: add SYS_ADMIN instead (`kernel_before_5_8`).
+From 5.11 the kernel charges BPF maps to the memory cgroup, not RLIMIT_MEMLOCK: SYS_RESOURCE can be
+left out (`kernel_5_11_or_later`), for hosts whose runtime cannot grant it (a runtime whose own
+bounding set lacks it fails every container that asks: "unable to apply caps").
 """
 
 from __future__ import annotations
@@ -38,15 +41,22 @@ SELECTOR = {"app.kubernetes.io/name": APP_LABEL}
 COLLECTOR_SELECTOR = ",".join(f"{key}={value}" for key, value in SELECTOR.items())
 """The label selector of the collector pods (croft scale and croft collect find them by it)."""
 CAPABILITIES = ("BPF", "PERFMON", "SYS_RESOURCE", "SYS_PTRACE", "DAC_READ_SEARCH")
+CAPABILITIES_5_11 = tuple(c for c in CAPABILITIES if c != "SYS_RESOURCE")
 OLD_KERNEL_CAPABILITIES = ("SYS_ADMIN", "SYS_RESOURCE", "SYS_PTRACE", "DAC_READ_SEARCH")
-# (volume name, host path, mounted read-only)
+# (volume name, host path, mounted read-only, hostPath type). /usr/src only holds the headers that
+# /lib/modules/<release>/build points to on Debian and Ubuntu; a node without it (headers elsewhere,
+# or BTF) still runs the pod: an empty directory is made rather than the pod refused.
 HOST_PATHS = (
-    ("dataset", DATASET_DIR, False),
-    ("cgroup", "/sys/fs/cgroup", True),
-    ("modules", "/lib/modules", True),
-    ("usr-src", "/usr/src", True),
-    ("tracefs", "/sys/kernel/tracing", True),
+    ("dataset", DATASET_DIR, False, "DirectoryOrCreate"),
+    ("cgroup", "/sys/fs/cgroup", True, "Directory"),
+    ("modules", "/lib/modules", True, "Directory"),
+    ("usr-src", "/usr/src", True, "DirectoryOrCreate"),
+    ("tracefs", "/sys/kernel/tracing", True, "Directory"),
 )
+# Pod Security Admission: hostPID, hostPath volumes and CAP_BPF/CAP_PERFMON are outside the
+# `baseline` and `restricted` levels, so the namespace must allow `privileged` pods (the pod itself
+# is not privileged: it runs with the capabilities above only).
+PSA_LABELS = {f"pod-security.kubernetes.io/{mode}": "privileged" for mode in ("enforce", "audit", "warn")}
 
 Manifest = dict[str, Any]
 _IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,254}")
@@ -65,17 +75,26 @@ def image_problem(image: str) -> str | None:
 class DeployOptions:
     """`image` the collector image, `watch` the comma-separated cgroup prefixes of `croft run
     --watch`, `namespace` where the Kubernetes objects go, `kernel_before_5_8` swaps CAP_BPF and
-    CAP_PERFMON for CAP_SYS_ADMIN."""
+    CAP_PERFMON for CAP_SYS_ADMIN, `kernel_5_11_or_later` leaves CAP_SYS_RESOURCE out."""
 
     image: str = "croft-collector"
     watch: str = ""
     namespace: str = "croft"
     port: int = METRICS_PORT
     kernel_before_5_8: bool = False
+    kernel_5_11_or_later: bool = False
 
     @property
     def capabilities(self) -> tuple[str, ...]:
-        return OLD_KERNEL_CAPABILITIES if self.kernel_before_5_8 else CAPABILITIES
+        if self.kernel_before_5_8:
+            return OLD_KERNEL_CAPABILITIES
+        return CAPABILITIES_5_11 if self.kernel_5_11_or_later else CAPABILITIES
+
+    def problem(self) -> str | None:
+        """Why these options contradict each other, or None."""
+        if self.kernel_before_5_8 and self.kernel_5_11_or_later:
+            return "--kernel-before-5-8 and --kernel-5-11-or-later contradict each other; pass one"
+        return None
 
     def collector_args(self) -> list[str]:
         """The arguments after `croft` in the container."""
@@ -92,7 +111,7 @@ def docker_run_argv(options: DeployOptions, name: str = APP_LABEL) -> tuple[str,
     argv += ["--pid=host", "--cgroupns=host", "--uts=host", "--cap-drop=ALL"]  # uts: rows name the host
     argv += [f"--cap-add={cap}" for cap in options.capabilities]
     argv += ["--read-only", "--tmpfs=/tmp", "--security-opt=no-new-privileges"]
-    for _, path, read_only in HOST_PATHS:
+    for _, path, read_only, _ in HOST_PATHS:
         argv.append(f"--volume={path}:{path}{':ro' if read_only else ''}")
     argv += [f"--publish=127.0.0.1:{options.port}:{options.port}", options.image]
     return (*argv, *options.collector_args())
@@ -119,12 +138,21 @@ def _container(options: DeployOptions) -> dict[str, Any]:
             {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "utility"},
             # rows name the node, not the pod (a DaemonSet pod's host name is the pod's name)
             {"name": "CROFT_NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+            # the node's name, from the downward API (for logs and whoever reads the environment)
+            {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
         ],
         "ports": [{"name": "http", "containerPort": options.port, "protocol": "TCP"}],
         "resources": {
             "requests": {"cpu": "100m", "memory": "256Mi"},
             # BCC's clang peaks at a few hundred MiB while compiling at start.
             "limits": {"cpu": "1", "memory": "1Gi"},
+        },
+        # Ready once polls are current: /healthz answers 200 while the newest poll is fresh.
+        "readinessProbe": {
+            "httpGet": {"path": "/healthz", "port": "http"},
+            "periodSeconds": 5,
+            "timeoutSeconds": 3,
+            "failureThreshold": 3,
         },
         "livenessProbe": {
             "httpGet": {"path": "/metrics", "port": "http"},
@@ -140,7 +168,7 @@ def _container(options: DeployOptions) -> dict[str, Any]:
             "capabilities": {"drop": ["ALL"], "add": list(options.capabilities)},
         },
         "volumeMounts": [
-            *({"name": vol, "mountPath": path, "readOnly": ro} for vol, path, ro in HOST_PATHS),
+            *({"name": vol, "mountPath": path, "readOnly": ro} for vol, path, ro, _ in HOST_PATHS),
             {"name": "tmp", "mountPath": "/tmp"},
         ],
     }
@@ -150,11 +178,7 @@ def daemonset(options: DeployOptions) -> Manifest:
     """The collector DaemonSet: one pod per node, every taint tolerated so GPU nodes (and tainted
     nodes of every kind) get one, host pid namespace, no API token mounted (it calls no API)."""
     volumes: list[dict[str, Any]] = [
-        {
-            "name": vol,
-            "hostPath": {"path": path, "type": "Directory" if ro else "DirectoryOrCreate"},
-        }
-        for vol, path, ro in HOST_PATHS
+        {"name": vol, "hostPath": {"path": path, "type": kind}} for vol, path, _, kind in HOST_PATHS
     ]
     volumes.append({"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"}})
     return {
@@ -165,9 +189,19 @@ def daemonset(options: DeployOptions) -> Manifest:
             "selector": {"matchLabels": dict(SELECTOR)},
             "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
             "template": {
-                "metadata": {"labels": _labels()},
+                "metadata": {
+                    "labels": _labels(),
+                    # for Prometheus' kubernetes_sd_configs pod role and the usual relabelling
+                    "annotations": {
+                        "prometheus.io/scrape": "true",
+                        "prometheus.io/port": str(options.port),
+                        "prometheus.io/path": "/metrics",
+                    },
+                },
                 "spec": {
                     "serviceAccountName": APP_LABEL,
+                    # evicted last under node pressure, as node agents (CNI, kube-proxy) are
+                    "priorityClassName": "system-node-critical",
                     "automountServiceAccountToken": False,
                     "hostPID": True,
                     "nodeSelector": {"kubernetes.io/os": "linux"},
@@ -190,7 +224,7 @@ def manifests(options: DeployOptions) -> tuple[Manifest, ...]:
         {
             "apiVersion": "v1",
             "kind": "Namespace",
-            "metadata": {"name": ns, "labels": {"app.kubernetes.io/part-of": "croft"}},
+            "metadata": {"name": ns, "labels": {"app.kubernetes.io/part-of": "croft", **PSA_LABELS}},
         },
         {
             "apiVersion": "v1",
@@ -236,6 +270,13 @@ _HEADER = """\
 #   /lib/modules, /usr/src  kernel headers BCC compiles the eBPF programs against
 #   /sys/kernel/tracing   tracefs: the tracepoint ids BCC attaches to
 #   /var/lib/croft        read-write: the dataset (croft collect pulls it through the pod proxy)
+# /usr/src is made empty where a node lacks it, rather than the pod refused.
+#
+# The namespace carries the Pod Security Admission level `privileged`: hostPID, hostPath volumes and
+# CAP_BPF/CAP_PERFMON fall outside `baseline`. The pod is still not privileged (the capabilities
+# below only). priorityClassName system-node-critical: evicted last, as other node agents are.
+# Ready while /healthz says the polls are current; the pod's prometheus.io/* annotations let a
+# Prometheus with the usual kubernetes_sd_configs pod relabelling scrape it.
 #
 # Capabilities, all others dropped (Linux >= 5.8):
 #   BPF              load programs, create maps

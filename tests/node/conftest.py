@@ -1,0 +1,116 @@
+"""A real single-node cluster (scripts/kube-node.sh), started once per test session for the tests
+under tests/node, with a namespace of its own for each test.
+
+`make test` builds the binaries and base images first (make node-setup, cached under
+/var/cache/croft-k8s). The tests skip, saying why, where the node cannot be built here (no root,
+no Debian source package, no mirror) or another croft node already runs on the machine; a node
+that builds but does not start fails them. The node's directories are fixed by the kubelet
+(/var/log/pods, /run/netns, ...), so never run these tests from parallel workers.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.helpers.cli import CROFT
+from tests.helpers.kube import ControlPlane
+from tests.helpers.node import COLLECTOR_IMAGE, REPO, SCRIPT, WEBAPP_IMAGE, Node, host_state
+
+
+def _script(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def _last_line(text: str) -> str:
+    return (text.strip().splitlines() or ["no output"])[-1]
+
+
+@pytest.fixture(scope="session")
+def node() -> Iterator[Node]:
+    """The running node, stopped (and the host restored) at the end of the session."""
+    if os.geteuid() != 0:
+        pytest.skip("the real test node needs root (containerd, the kubelet, iptables, a bridge)")
+    for step, what in (
+        ("build", "the node's binaries cannot be built"),
+        ("images", "its images cannot be made"),
+    ):
+        out = _script(step, timeout=3600)
+        if out.returncode != 0:
+            pytest.skip(f"{what} here: {_last_line(out.stderr)}")
+    before = host_state()
+    up = _script("up", timeout=600)
+    if up.returncode != 0:
+        down = _script("down", timeout=300)
+        if "another croft node runs" in up.stderr:
+            pytest.skip(_last_line(up.stderr))
+        pytest.fail(f"scripts/kube-node.sh up failed: {up.stderr.strip()[-3000:]}\n{down.stderr[-1000:]}")
+    values = dict(line.split("=", 1) for line in up.stdout.splitlines() if "=" in line)
+    plane = ControlPlane.from_env(values, script=SCRIPT, env=dict(os.environ))
+    try:
+        yield Node(
+            plane=plane,
+            name=values["CROFT_NODE_NAME"],
+            ip=values["CROFT_NODE_IP"],
+            bin_dir=Path(values["CROFT_NODE_BIN"]),
+            values=values,
+        )
+    finally:
+        plane.http.close()
+        down = _script("down", timeout=300)
+        assert down.returncode == 0, f"scripts/kube-node.sh down failed: {down.stderr[-2000:]}"
+        after = host_state()
+        changed = {key: (before[key], after[key]) for key in before if before[key] != after[key]}
+        assert not changed, f"scripts/kube-node.sh down left the host changed (before, after): {changed}"
+
+
+@pytest.fixture
+def namespace(node: Node, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A namespace of this test's own, deleted afterwards (without waiting for its pods to go)."""
+    stem = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower().removeprefix("test_"))[:40].strip("-")
+    name = f"{stem}-{uuid.uuid4().hex[:5]}"
+    node.plane.namespace(name)
+    try:
+        yield name
+    finally:
+        node.plane.http.delete(f"/api/v1/namespaces/{name}")
+
+
+@pytest.fixture(scope="session")
+def collector_image(node: Node) -> str:
+    """deploy/docker/Dockerfile built for real, FROM the local Debian base."""
+    node.build_image(COLLECTOR_IMAGE, REPO, REPO / "deploy" / "docker" / "Dockerfile")
+    return COLLECTOR_IMAGE
+
+
+@pytest.fixture(scope="session")
+def collector(node: Node, collector_image: str) -> dict[str, Any]:
+    """`croft deploy kubernetes --image <local>`: the collector's pod on the node, Ready.
+
+    --kernel-5-11-or-later: root on this kind of machine lacks CAP_SYS_RESOURCE in its bounding set,
+    so runc refuses any container that asks for it ("unable to apply caps"); the kernel (>= 5.11)
+    charges BPF maps to the memory cgroup and needs no RLIMIT_MEMLOCK raise."""
+    out = subprocess.run(
+        [CROFT, "deploy", "kubernetes", "--image", collector_image, "--kernel-5-11-or-later",
+         "--kubeconfig", str(node.plane.kubeconfig), "--timeout", "300"],
+        capture_output=True, text=True, timeout=400, check=False,
+    )  # fmt: skip
+    assert out.returncode == 0, f"croft deploy kubernetes failed: {out.stderr}{node.describe('croft')}"
+    pods = node.wait_ready("croft", "app.kubernetes.io/name=croft-collector", 1, timeout_s=300)
+    return pods[0]
+
+
+@pytest.fixture(scope="session")
+def webapp_image(node: Node) -> str:
+    """labs/research/experiment/workloads/webapp/Dockerfile built for real."""
+    context = REPO / "labs" / "research" / "experiment" / "workloads" / "webapp"
+    node.build_image(WEBAPP_IMAGE, context, context / "Dockerfile")
+    return WEBAPP_IMAGE

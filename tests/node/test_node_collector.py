@@ -1,0 +1,220 @@
+"""The collector on a real node: `croft deploy kubernetes` runs the image built from
+deploy/docker/Dockerfile as a DaemonSet pod, which loads its eBPF programs with the manifest's
+capabilities only and writes rows under /var/lib/croft for the webapp's real pods; the rows carry
+the container ids the API reports, cgroup figures the cgroup's own files give and syscall rates
+that add up to the load sent."""
+
+from __future__ import annotations
+
+import http.client
+import re
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.helpers.node import (
+    Node,
+    container_ids,
+    dataset_rows,
+    wait_for,
+)
+
+from croft.domain.deploy.manifests import CAPABILITIES_5_11
+
+pytestmark = [pytest.mark.node, pytest.mark.root, pytest.mark.bpf, pytest.mark.slow]
+
+# capability numbers (linux/capability.h) of the names the manifest uses
+CAP_NUMBERS = {
+    "DAC_READ_SEARCH": 2,
+    "SYS_PTRACE": 19,
+    "SYS_ADMIN": 21,
+    "SYS_RESOURCE": 24,
+    "PERFMON": 38,
+    "BPF": 39,
+}
+CPU_MS = 20
+REQUESTS = 300
+
+
+def webapp_deployment(name: str, replicas: int, image: str) -> str:
+    # No readiness probe: a kubelet probe would add sendto calls the test did not send.
+    return f"""
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: {name}, labels: {{app: {name}}}}}
+spec:
+  replicas: {replicas}
+  selector: {{matchLabels: {{app: {name}}}}}
+  template:
+    metadata: {{labels: {{app: {name}}}}}
+    spec:
+      automountServiceAccountToken: false
+      containers:
+      - name: webapp
+        image: {image}
+        imagePullPolicy: Never
+        env: [{{name: CPU_MS, value: "{CPU_MS}"}}, {{name: SENDTO, value: "2"}}]
+        ports: [{{name: http, containerPort: 8080}}]
+"""
+
+
+def processes_in(container_id: str) -> list[int]:
+    """Host pids whose cgroup path names `container_id`."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if container_id in (entry / "cgroup").read_text():
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return pids
+
+
+def capability_set(pid: str, field: str) -> set[int]:
+    status = Path(f"/proc/{pid}/status").read_text()
+    match = re.search(rf"^{field}:\s*([0-9a-f]+)$", status, re.M)
+    assert match, status
+    mask = int(match.group(1), 16)
+    return {bit for bit in range(64) if mask >> bit & 1}
+
+
+def bpf_program_fds(pid: int) -> int:
+    """How many eBPF programs process `pid` holds open (fds linked to anon_inode:bpf-prog)."""
+    count = 0
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            count += str(fd.readlink()) == "anon_inode:bpf-prog"
+        except OSError:
+            continue
+    return count
+
+
+def send_requests(ip: str, count: int) -> None:
+    """`count` GET /work on one keep-alive connection, each read to the end."""
+    connection = http.client.HTTPConnection(ip, 8080, timeout=30)
+    try:
+        for _ in range(count):
+            connection.request("GET", "/work")
+            response = connection.getresponse()
+            response.read()
+            assert response.status == 200
+    finally:
+        connection.close()
+
+
+def poll_times() -> list[int]:
+    return sorted({row["unix_ms"] for row in dataset_rows()})
+
+
+def test_the_collector_pod_loads_ebpf_with_the_listed_capabilities_only(
+    node: Node, collector: dict[str, Any]
+) -> None:
+    spec = collector["spec"]["containers"][0]
+    assert spec["securityContext"]["privileged"] is False
+    (cid,) = container_ids(collector).values()
+    pids = processes_in(cid)
+    assert pids, f"no process of container {cid} on the host"
+    croft = [p for p in pids if "croft" in Path(f"/proc/{p}/cmdline").read_bytes().decode(errors="replace")]
+    assert croft, f"no croft process among {pids}"
+    listed = spec["securityContext"]["capabilities"]["add"]
+    assert listed == list(CAPABILITIES_5_11)  # deployed with --kernel-5-11-or-later (conftest)
+    held = capability_set(str(croft[0]), "CapEff")
+    assert held == {CAP_NUMBERS[name] for name in listed}, f"held {sorted(held)}, listed {listed}"
+    assert wait_for("the collector's eBPF programs", lambda: bpf_program_fds(croft[0]), 120) > 0
+    ready = [c for c in collector["status"]["conditions"] if c["type"] == "Ready"]
+    assert ready and ready[0]["status"] == "True"
+
+
+def test_rows_carry_the_container_ids_the_api_reports(
+    node: Node, collector: dict[str, Any], webapp_image: str, namespace: str
+) -> None:
+    node.apply(webapp_deployment("webapp", 2, webapp_image), namespace)
+    pods = node.wait_ready(namespace, "app=webapp", 2)
+    api_ids = {p["metadata"]["uid"]: container_ids(p)["webapp"] for p in pods}
+    ips = {p["metadata"]["uid"]: p["status"]["podIP"] for p in pods}
+    for ip in ips.values():
+        send_requests(ip, 10)
+
+    def rows_by_pod() -> dict[str, set[str]]:
+        found: dict[str, set[str]] = {}
+        for row in dataset_rows():
+            for uid in api_ids:
+                if f"pod{uid}" in row["process"]["cgroup"] and row["process"]["comm"] != "pause":
+                    found.setdefault(uid, set()).add(row["process"]["container_id"])
+        return found if set(found) == set(api_ids) else {}
+
+    seen = wait_for("rows of both webapp pods", rows_by_pod, 60)
+    assert seen == {uid: {cid} for uid, cid in api_ids.items()}
+
+
+def test_cgroup_usage_and_syscall_rates_agree_with_the_cgroup_and_the_load(
+    node: Node, collector: dict[str, Any], webapp_image: str, namespace: str
+) -> None:
+    node.apply(webapp_deployment("webapp", 1, webapp_image), namespace)
+    (pod,) = node.wait_ready(namespace, "app=webapp", 1)
+    cid = container_ids(pod)["webapp"]
+    cgroup = wait_for(
+        "the webapp's row",
+        lambda: next(
+            (r["process"]["cgroup"] for r in dataset_rows() if r["process"]["container_id"] == cid), None
+        ),
+        60,
+    )
+    cpuacct = Path("/sys/fs/cgroup/cpuacct") / cgroup.lstrip("/") / "cpuacct.usage"
+    memory = Path("/sys/fs/cgroup/memory") / cgroup.lstrip("/") / "memory.usage_in_bytes"
+    if not cpuacct.exists():
+        cpuacct = Path("/sys/fs/cgroup") / cgroup.lstrip("/") / "cpu.stat"
+    before_ms = time.time() * 1000
+    used_before = read_cpu_ns(cpuacct)
+    send_requests(pod["status"]["podIP"], REQUESTS)
+    after_ms = time.time() * 1000
+    # the poll that sees the last calls, and one more
+    wait_for("two polls after the load", lambda: len([t for t in poll_times() if t > after_ms]) >= 2, 30)
+    used_after = read_cpu_ns(cpuacct)
+    times = poll_times()
+    rows = sorted(
+        (r for r in dataset_rows() if r["process"]["container_id"] == cid), key=lambda r: r["unix_ms"]
+    )
+
+    def interval_s(row: dict[str, Any]) -> float:
+        earlier = [t for t in times if t < row["unix_ms"]]
+        return (row["unix_ms"] - earlier[-1]) / 1000 if earlier else 0.0
+
+    sendto = sum(
+        s["rate_per_sec"] * interval_s(r) for r in rows for s in r["syscalls"] if s["name"] == "sendto"
+    )
+    assert sendto == pytest.approx(2 * REQUESTS, rel=0.02), f"sendto calls from the rates: {sendto:.1f}"
+    window = [r for r in rows if before_ms - 2500 < r["unix_ms"]]
+    cpu_s = sum(r["cgroup_usage"]["cpu_cores"] * interval_s(r) for r in window)
+    assert cpu_s == pytest.approx((used_after - used_before) / 1e9, rel=0.05)
+    assert cpu_s >= REQUESTS * CPU_MS / 1000 * 0.9
+    last = rows[-1]["cgroup_usage"]["memory_bytes"]
+    if memory.exists():
+        assert last == pytest.approx(int(memory.read_text()), rel=0.10)
+
+
+def read_cpu_ns(path: Path) -> int:
+    text = path.read_text()
+    if path.name == "cpuacct.usage":
+        return int(text)
+    usage = re.search(r"^usage_usec (\d+)$", text, re.M)
+    assert usage, text
+    return int(usage.group(1)) * 1000
+
+
+def test_every_listener_of_the_node_is_on_loopback_or_its_bridge(node: Node) -> None:
+    run_dir = Path(node.values["CROFT_K8S_RUN"])
+    pids = {int(p.read_text()) for p in run_dir.glob("*.pid")}
+    out = subprocess.run(["ss", "-Hltnup"], capture_output=True, text=True, check=True).stdout
+    ours = []
+    for line in out.splitlines():
+        owners = {int(p) for p in re.findall(r"pid=(\d+)", line)}
+        if owners & pids:
+            local = line.split()[4]
+            ours.append(local)
+            address = local.rsplit(":", 1)[0].strip("[]")
+            assert address in ("127.0.0.1", "::1", node.ip), f"a node component listens on {local}: {line}"
+    assert any(a.startswith(node.ip) for a in ours) and any(a.startswith("127.0.0.1") for a in ours), ours
