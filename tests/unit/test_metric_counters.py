@@ -5,6 +5,7 @@ never go down while a group is served."""
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -107,3 +108,40 @@ def test_counters_never_go_down_while_the_group_is_served(rates: list[dict[str, 
 )
 def test_the_pod_uid_comes_from_the_cgroup_path(path: str, uid: str) -> None:
     assert pod_uid(path) == uid
+
+
+def test_pod_name_and_namespace_are_read_through_a_process_of_the_container(tmp_path: Path) -> None:
+    from croft.adapters.host.pods import PodNames
+
+    root = tmp_path / "41" / "root"
+    (root / "etc").mkdir(parents=True)
+    (root / "etc" / "hostname").write_text("web-7d9c5-x2x4q\n")
+    secrets = root / "var/run/secrets/kubernetes.io/serviceaccount"
+    secrets.mkdir(parents=True)
+    (secrets / "namespace").write_text("shop")
+    pods = PodNames(tmp_path)
+    assert pods.lookup("ab" * 32, 41) == ("web-7d9c5-x2x4q", "shop")
+    (root / "etc" / "hostname").write_text("changed")  # read once per container
+    assert pods.lookup("ab" * 32, 41) == ("web-7d9c5-x2x4q", "shop")
+    assert pods.lookup("cd" * 32, 99) == ("", "")  # no such process: nothing readable
+    pods.forget_except({"ab" * 32})
+    assert pods.lookup("cd" * 32, 41) == ("changed", "shop")
+
+
+def test_the_info_series_carries_pod_uid_name_and_namespace() -> None:
+    pod_cgroup = (
+        "/kubepods.slice/kubepods-pod0d8e0a3c_1b2c_4d5e_8f90_123456789abc.slice/cri-containerd-"
+        + CID
+        + ".scope"
+    )
+    current = poll(2, (proc(1),), (cgroup(WATCHED),))
+    row = member_row(WATCHED, 1, {"read": 1.0}, cgroup=pod_cgroup)
+    samples, _ = series(current, [row], HEALTH, MetricsMemory(), {CID: ("web-0", "shop")})
+    (info,) = [s for s in samples if s.name == names.CONTAINER_INFO]
+    assert dict(info.labels) == {
+        "cgroup": pod_cgroup,
+        "container_id": CID,
+        "namespace": "shop",
+        "pod": "web-0",
+        "pod_uid": "0d8e0a3c-1b2c-4d5e-8f90-123456789abc",
+    }

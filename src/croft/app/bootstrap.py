@@ -17,6 +17,7 @@ from croft.adapters.dataset.writer import DatasetWriter
 from croft.adapters.host.cgroupfs import CgroupFS
 from croft.adapters.host.cgroupns import find_namespace_root
 from croft.adapters.host.clock import SystemClock
+from croft.adapters.host.pods import PodNames
 from croft.adapters.host.poller import LiveSource, UnavailableGpu
 from croft.adapters.host.procfs import ProcFS
 from croft.adapters.host.trace import TraceRecorder, read_trace, recorded_node, recorded_watch, trace_files
@@ -134,7 +135,8 @@ def build_pipeline(
     observer: PollObserver | None = None
     if metrics is not None:
         clock = SystemClock()
-        observer = MetricsPublisher(metrics, sink.counters, lambda: clock.now().monotonic_ns, live)
+        pods = PodNames(settings.proc_root) if live else None
+        observer = MetricsPublisher(metrics, sink.counters, lambda: clock.now().monotonic_ns, live, pods)
     return Pipeline(config, sink, recorder, observer)
 
 

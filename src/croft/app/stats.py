@@ -155,7 +155,8 @@ def render(path: Path, s: Stats) -> None:
 
     def table(title: str, headers: tuple[str, str], items: list[tuple[str, str]]) -> Table:
         t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
-        t.add_column(headers[0])
+        # whole names (a syscall name is never cut): the column is as wide as its longest
+        t.add_column(headers[0], no_wrap=True, min_width=max([len(headers[0]), *(len(n) for n, _ in items)]))
         t.add_column(headers[1], justify="right")
         for name, value in items:
             t.add_row(name, value)

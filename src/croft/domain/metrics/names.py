@@ -22,7 +22,7 @@ empty for a watched host cgroup) and label `cgroup` (the container's cgroup path
 | `croft_container_cpu_throttled_periods_total` | container_id | counter: throttled periods (nr_throttled) |
 | `croft_container_network_{receive,transmit}_bytes_total` | container_id | counter: bytes |
 | `croft_container_fs_{read,write}_bytes_total` | container_id | counter: bytes |
-| `croft_container_info` | container_id, pod_uid | 1; the pod UID from the cgroup path |
+| `croft_container_info` | container_id, pod_uid, pod, namespace | 1 (pod UID from the cgroup path) |
 
 The counters (see `croft.domain.metrics.counters`) let a Prometheus that scrapes every 15-30 s take
 `rate()` over every poll; the gauges are one poll's.
@@ -84,6 +84,8 @@ LABEL_SYSCALL = "syscall"
 LABEL_RESOURCE = "resource"
 LABEL_CGROUP = "cgroup"
 LABEL_POD_UID = "pod_uid"
+LABEL_POD = "pod"
+LABEL_NAMESPACE = "namespace"
 OTHER_SYSCALLS = "other"
 SYSCALLS_PER_CONTAINER = 24
 PRESSURE_RESOURCES: tuple[str, ...] = ("cpu", "memory", "io")
@@ -103,7 +105,7 @@ HELP: dict[str, str] = {
     CONTAINER_NETWORK_TRANSMIT_BYTES_TOTAL: "Bytes the container's processes sent.",
     CONTAINER_FS_READ_BYTES_TOTAL: "Bytes the container's processes read from storage.",
     CONTAINER_FS_WRITE_BYTES_TOTAL: "Bytes the container's processes wrote to storage.",
-    CONTAINER_INFO: "1 per container; pod_uid is the Kubernetes pod UID its cgroup path names, else empty.",
+    CONTAINER_INFO: "1 per container: the pod UID its cgroup names, pod name and namespace where readable.",
     POLL_DURATION_SECONDS: "Seconds the newest poll took.",
     LAST_POLL_TIMESTAMP_SECONDS: "Unix time of the newest poll, seconds.",
     ROWS_WRITTEN_TOTAL: "Rows written to the dataset since the collector started.",

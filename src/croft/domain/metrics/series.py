@@ -136,9 +136,14 @@ def _quiet(values: GroupValues) -> GroupValues:
 
 
 def series(
-    poll: Poll, rows: Sequence[Row], health: Health, previous: MetricsMemory
+    poll: Poll,
+    rows: Sequence[Row],
+    health: Health,
+    previous: MetricsMemory,
+    pods: Mapping[str, tuple[str, str]] | None = None,
 ) -> tuple[tuple[Sample, ...], MetricsMemory]:
-    """The samples of /metrics after `poll` (whose rows are `rows`) and the memory for the next."""
+    """The samples of /metrics after `poll` (whose rows are `rows`) and the memory for the next;
+    `pods` names the (pod, namespace) of containers where the shell could read them."""
     groups = groups_of(rows)
     missing = [key for key in previous.groups if key not in groups]
     if missing:
@@ -152,7 +157,7 @@ def series(
     samples = _samples(groups, poll.at.unix_ms, health, memory.map_drops_total)
     return (
         *samples[: -len(HEALTH_NAMES)],
-        *_counter_samples(groups, counters),
+        *_counter_samples(groups, counters, pods or {}),
         *samples[-len(HEALTH_NAMES) :],
     ), memory
 
@@ -177,7 +182,9 @@ def _counters(
 
 
 def _counter_samples(
-    groups: Mapping[GroupKey, GroupValues], counters: Mapping[GroupKey, GroupCounters]
+    groups: Mapping[GroupKey, GroupValues],
+    counters: Mapping[GroupKey, GroupCounters],
+    pods: Mapping[str, tuple[str, str]],
 ) -> list[Sample]:
     keys = sorted(groups)
     out: list[Sample] = []
@@ -212,9 +219,14 @@ def _counter_samples(
             out.append(Sample(names.CONTAINER_PRESSURE_RATIO, labels, round(avg10 / 100, 6)))
     for key in keys:
         group = groups[key]
-        out.append(
-            Sample(names.CONTAINER_INFO, _labels(group, (names.LABEL_POD_UID, pod_uid(group.cgroup))), 1.0)
+        pod, namespace = pods.get(group.container_id, ("", ""))
+        labels = _labels(
+            group,
+            (names.LABEL_POD_UID, pod_uid(group.cgroup)),
+            (names.LABEL_POD, label_text(pod)),
+            (names.LABEL_NAMESPACE, label_text(namespace)),
         )
+        out.append(Sample(names.CONTAINER_INFO, labels, 1.0))
     return out
 
 
