@@ -91,10 +91,11 @@ def test_a_fault_at_every_call_of_a_live_continuation_tears_nothing(
     node: Path, tmp_path: Path, fault: str
 ) -> None:
     base = tmp_path / "base"
+    fired = 0
     with collector(node) as server:
         _copy(server.url, base, FaultyDisk())
         with (node / LIVE).open("ab") as f:  # the collector's next polls
-            f.write((node / LIVE).read_bytes()[:150_000].rsplit(b"\n", 1)[0] + b"\n")
+            f.write((node / LIVE).read_bytes()[:1_000_000].rsplit(b"\n", 1)[0] + b"\n")
         shutil.copytree(base, tmp_path / "count", copy_function=shutil.copy2)
         calls = _calls(server.url, tmp_path / "count")
         for at in range(calls + 2):
@@ -107,7 +108,10 @@ def test_a_fault_at_every_call_of_a_live_continuation_tears_nothing(
             except LocalWriteError:
                 failed = True
             assert failed == disk.hurt, (at, disk.calls)
+            fired += disk.fired
             _nothing_torn(node, out)
             _copy(server.url, out, FaultyDisk())
             _exact(node, out)
             shutil.rmtree(out)
+    assert fired >= calls * 3 // 4
+    print(f"{fault}: {fired} faults injected over {calls} calls of a continuation")
