@@ -47,6 +47,18 @@ LAYOUTS = [
         f"/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-pod{POD_SYSTEMD}.slice/cri-containerd-{ID}.scope",
         ID,
     ),
+    (
+        "containerd, systemd driver on v1, colon form under containerd.service",
+        f"/system.slice/containerd.service/kubepods-burstable-pod{POD_SYSTEMD}.slice:cri-containerd:{ID}",
+        ID,
+    ),
+    ("CRI-O, systemd driver on v1, colon form", f"/kubepods-besteffort-pod{POD_SYSTEMD}.slice:crio:{ID}", ID),
+    ("docker, systemd driver on v1, colon form", f"/kubepods-pod{POD_SYSTEMD}.slice:docker:{ID}", ID),
+    (
+        "kind: the pod's container, not the node's",
+        f"/docker/{ID[::-1]}/kubepods/besteffort/pod{POD}/{ID}",
+        ID,
+    ),
     ("host: login session", "/user.slice/user-1000.slice/session-3.scope", None),
     ("host: a system service", "/system.slice/ssh.service", None),
     ("host: docker daemon itself", "/system.slice/docker.service", None),
