@@ -21,7 +21,7 @@ from croft.domain.collector.snapshot import Instant
 from croft.domain.scaling.decision import ScaleConfig
 from croft.domain.scaling.record import decode_poll, replay
 from croft.errors import UserError
-from tests.helpers.cli import CROFT
+from tests.helpers.cli import CROFT, croft
 from tests.helpers.scale import CALLS_PER_REQUEST, cid, collector_body
 
 REPO = Path(__file__).resolve().parents[2]
@@ -328,3 +328,9 @@ def test_client_gives_up_on_a_closed_port_with_one_sentence() -> None:
     ):
         client.pods("ns", "a=b")
     client.close()
+
+
+def test_help_explains_the_plus_of_a_lower_bound() -> None:
+    text = " ".join(croft("scale", "--help").stdout.replace("│", " ").split())
+    assert 'An estimate_rps ending in "+" (json: lower_bound true) is a lower bound' in text
+    assert "never down" in text

@@ -48,7 +48,14 @@ def scale(
     ] = None,
     polls: Annotated[int, Parameter(help="stop after this many polls; 0: run until stopped")] = 0,
     log_format: Annotated[
-        str, Parameter(help="the decision log: logfmt (key=value, quoted values) or json (an object a line)")
+        str,
+        Parameter(
+            help="the decision log, a line a poll: logfmt (key=value, quoted values) or json (an object "
+            'a line). An estimate_rps ending in "+" (json: lower_bound true) is a lower bound: data was '
+            "missing or garbled (a collector silent or stale, a NaN, infinite or negative rate, a busy "
+            "container without a --syscall series); such a poll may scale up but never down, and "
+            "detail says why"
+        ),
     ] = "logfmt",
 ) -> int:
     """Every poll, read the collectors' /metrics, turn the syscall rate of the Deployment's pods into a
