@@ -125,3 +125,7 @@ def test_run_frameworks_fifo_does_not_block(tmp_path: Path) -> None:
     out = croft("run", "--replay", TRACE, "--dataset", str(tmp_path / "d.jsonl"), "--frameworks", str(fifo),
                 timeout=60)  # fmt: skip
     one_sentence(out, f"--frameworks {fifo} is not a regular file")
+
+
+def test_scale_log_format_is_logfmt_or_json() -> None:
+    one_sentence(croft(*scale_argv("--log-format", "xml")), "--log-format must be logfmt or json, got 'xml'")
