@@ -4,6 +4,7 @@ polls have passed without a row, and every 150 polls while that lasts."""
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -65,3 +66,18 @@ def test_a_pipeline_watching_nothing_warns_and_a_matching_process_silences_it(
     for second in range(40):
         watched.feed(poll(second * 2, (proc(100),)))
     assert not [r for r in caplog.records if "nothing written" in r.getMessage()]
+
+
+def test_a_watch_that_matches_no_cgroup_is_found_on_a_real_tree(tmp_path: Path) -> None:
+    from croft.adapters.host.cgroup_ids import watched_roots
+    from croft.domain.collector.silence import unmatched_watch
+
+    (tmp_path / "kubepods.slice" / "kubepods-burstable.slice").mkdir(parents=True)
+    (tmp_path / "system.slice" / "docker-ab.scope").mkdir(parents=True)
+    assert watched_roots(str(tmp_path), ("kubepods",))
+    assert watched_roots(str(tmp_path), ("system.slice/docker",))
+    assert not watched_roots(str(tmp_path), ("kubepod-typo", "ux-test"))
+    assert unmatched_watch(("kubepod-typo", "ux-test"), "/sys/fs/cgroup") == (
+        "--watch kubepod-typo,ux-test matches no cgroup under /sys/fs/cgroup now: only GPU holders are "
+        "written until one appears; compare the prefixes with the paths in /proc/<pid>/cgroup"
+    )

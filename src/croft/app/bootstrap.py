@@ -14,6 +14,7 @@ import attrs
 
 from croft import __version__
 from croft.adapters.dataset.writer import DatasetWriter
+from croft.adapters.host.cgroup_ids import watched_roots
 from croft.adapters.host.cgroupfs import CgroupFS
 from croft.adapters.host.cgroupns import find_namespace_root
 from croft.adapters.host.clock import SystemClock
@@ -30,6 +31,7 @@ from croft.domain.collector.frameworks import Catalog, CatalogError, Matcher, pa
 from croft.domain.collector.kernel import GpuHolderSource, KernelSource
 from croft.domain.collector.rows import CollectorConfig
 from croft.domain.collector.selection import parse_watch
+from croft.domain.collector.silence import unmatched_watch
 from croft.domain.collector.snapshot import Poll
 from croft.domain.collector.trace import TraceError
 from croft.domain.dataset.rotation import Limits
@@ -197,6 +199,10 @@ def build_live(
         gpu_device_prefixes=GPU_DEVICE_PREFIXES if scan_devices else (),
         cgroup_namespace_root=namespace.root,
     )
+    watch = parse_watch(settings.watch)
+    mount = cgroupfs.unified or next(iter(cgroupfs.v1.values()), None)
+    if watch and mount is not None and not watched_roots(mount, watch):
+        log.warning("%s", unmatched_watch(watch, mount))
     if cgroupfs.layout == "none":
         log.warning("no cgroups under %s: cgroup_usage will be zeros", settings.cgroup_root)
     source = LiveSource(

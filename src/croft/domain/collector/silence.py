@@ -40,3 +40,11 @@ def start_notice(watch: tuple[str, ...]) -> str | None:
         "no --watch (WATCH_CGROUPS): only GPU holders are written; "
         "pass e.g. --watch kubepods,system.slice/docker to write the processes of those cgroups too"
     )
+
+
+def unmatched_watch(watch: tuple[str, ...], mount: str) -> str:
+    """The warning when no cgroup under `mount` matches a `--watch` prefix at start."""
+    return (
+        f"--watch {','.join(watch)} matches no cgroup under {mount} now: only GPU holders are written "
+        "until one appears; compare the prefixes with the paths in /proc/<pid>/cgroup"
+    )
