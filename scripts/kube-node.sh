@@ -546,7 +546,8 @@ YAML
     alive kubelet || spawn kubelet "$nodebin/kubelet" --config "$run/kubelet.yaml" --kubeconfig "$run/kubelet.kubeconfig" \
         --root-dir "$run/kubelet" --cert-dir "$run/kubelet/pki" --hostname-override "$node" --node-ip "$node_ip" \
         --container-runtime remote --container-runtime-endpoint "unix://$run/containerd/containerd.sock" \
-        --runtime-request-timeout 5m --pod-infra-container-image "$pause_image" --v 1
+        --runtime-request-timeout 5m --pod-infra-container-image "$pause_image" \
+        --containerd "$run/containerd/containerd.sock" --v 1   # cAdvisor's: labels containers by pod
     alive kube-proxy || spawn kube-proxy "$nodebin/kube-proxy" --kubeconfig "$run/kube-proxy.kubeconfig" \
         --hostname-override "$node" --bind-address "$node_ip" --cluster-cidr "$pod_cidr" --proxy-mode iptables \
         --healthz-bind-address 127.0.0.1:20256 --metrics-bind-address 127.0.0.1:20249 \
