@@ -59,9 +59,14 @@ private_apt() {
     local tool=$1 dir=$cache/apt
     shift
     mkdir -p "$dir/lists/partial" "$dir/cache/archives/partial" "$dir/sources.list.d"
-    [ -f "$dir/sources.list" ] || cat >"$dir/sources.list" <<'EOF'
-deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bookworm main
-EOF
+    # The machine's own Debian mirror, read from its apt sources (deb822 or one-line format).
+    local mirror
+    mirror=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
+    [ -n "$mirror" ] || mirror=$(awk '$1 == "deb" {print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
+    [ -n "$mirror" ] || { echo "kube-apiserver.sh: no Debian mirror in the apt sources" >&2; return 1; }
+    [ -f "$dir/sources.list" ] ||
+        echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror bookworm main" \
+            >"$dir/sources.list"
     "$tool" -qq -o Dir::Etc::SourceList="$dir/sources.list" -o Dir::Etc::SourceParts="$dir/sources.list.d" \
         -o Dir::State::Lists="$dir/lists" -o Dir::Cache="$dir/cache" -o APT::Sandbox::User=root "$@"
 }
