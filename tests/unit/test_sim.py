@@ -68,7 +68,14 @@ def test_replicas_stay_within_one_and_max_and_every_request_is_accounted_for(app
     for row in result.rows:
         assert row.ok + row.failures + row.timeouts == row.target_rps == row.achieved_rps
     alive = [p for p in result.timeline.pods if p.deleted_ms is None]
-    assert len(alive) == replicas  # the ReplicaSet converged on spec.replicas
+    # The ReplicaSet converged on spec.replicas, except for pods a scale-up within the controller's
+    # delay of the end had asked for but not yet created (the timeline lists only created pods).
+    missing = replicas - len(alive)
+    assert missing >= 0
+    if missing:
+        last = result.timeline.rescales[-1]
+        assert last.to_replicas - last.from_replicas >= missing
+        assert result.timeline.end_ms - last.at_ms <= app.controller_delay_s[1] * 1000 + 1
 
 
 def test_the_same_seed_gives_the_same_run_and_another_seed_another():
