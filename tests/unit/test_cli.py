@@ -10,7 +10,7 @@ import pytest
 
 from tests.helpers.cli import croft
 
-COMMANDS = ["run", "top", "stats", "profile", "deploy", "collect", "scale"]
+COMMANDS = ["run", "top", "stats", "profile", "index", "deploy", "collect", "scale"]
 
 
 def test_help_lists_the_seven_commands() -> None:

@@ -1,6 +1,7 @@
 """Closed segments compressed with zstd on a thread of their own, so a poll never waits on it.
 
-A segment is compressed to a hidden temporary name, synced, renamed to `<segment>.jsonl.zst` (the
+A segment is compressed to a hidden temporary name, its summary appended
+(`croft.adapters.dataset.summaries`), synced, renamed to `<segment>.jsonl.zst` (the
 plain file's mtime carried over, so retention still sees when its newest row was written), and only
 then is the plain copy removed. A failure (disk full, I/O error) removes the temporary, leaves the
 plain segment where it was and is reported; the writer submits it again later.
@@ -12,6 +13,7 @@ import contextlib
 import logging
 import os
 import threading
+import zlib
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
@@ -19,6 +21,7 @@ from pathlib import Path
 import zstandard
 
 from croft.adapters.dataset.disk import OS_DISK, Disk, fsync_directory, write_all
+from croft.adapters.dataset.summaries import frame_bytes, summarize
 from croft.domain.dataset.rotation import Naming, SegmentName
 
 LOG = logging.getLogger("croft.dataset")
@@ -44,8 +47,10 @@ def compress_segment(
     level: int = ZSTD_LEVEL,
     should_stop: Callable[[], bool] = lambda: False,
     disk: Disk = OS_DISK,
+    summaries: bool = True,
 ) -> int:
-    """Compress one closed segment in place; returns the compressed size in bytes.
+    """Compress one closed segment in place, its summary appended (`summaries`); returns the
+    compressed size in bytes.
 
     Raises `FileNotFoundError` when the plain segment is gone, `Stopped` when `should_stop()` turned
     true, `OSError`/`zstandard.ZstdError` on failure; in every case no temporary is left behind and
@@ -63,11 +68,24 @@ def compress_segment(
                 cobj = zstandard.ZstdCompressor(level=level, write_checksum=True).compressobj(
                     size=facts.st_size
                 )
+                crc, size = 0, 0
                 while chunk := src.read(CHUNK_BYTES):
                     if should_stop():
                         raise Stopped(naming.plain(segment))
-                    write_all(disk, dst, cobj.compress(chunk))
-                write_all(disk, dst, cobj.flush())
+                    out = cobj.compress(chunk)
+                    crc, size = zlib.crc32(out, crc), size + len(out)
+                    write_all(disk, dst, out)
+                out = cobj.flush()
+                crc, size = zlib.crc32(out, crc), size + len(out)
+                write_all(disk, dst, out)
+                if summaries:
+                    # The segment's summary, in a skippable frame after the data (readers that
+                    # stop after the first frame, and zstd -dc, never see it).
+                    state = _summary_state(plain)
+                    if should_stop():
+                        raise Stopped(naming.plain(segment))
+                    if state is not None:
+                        write_all(disk, dst, frame_bytes(state, size, crc))
                 disk.fsync(dst)
             finally:
                 os.close(dst)
@@ -82,6 +100,16 @@ def compress_segment(
     plain.unlink()
     fsync_directory(directory)
     return size
+
+
+def _summary_state(plain: Path) -> dict[str, object] | None:
+    """The plain segment's summary state; None (the segment is written without one, and readers
+    scan it) when it cannot be read to the end."""
+    try:
+        return summarize(plain, compressed=False)
+    except (OSError, ValueError) as exc:
+        LOG.warning("could not summarize %s (%s); it is written without a summary", plain.name, exc)
+        return None
 
 
 def compressed_matches(compressed: Path, plain_size: int) -> bool:

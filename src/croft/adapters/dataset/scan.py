@@ -31,9 +31,10 @@ from croft.adapters.dataset.files import (
     split,
     work_bytes,
 )
+from croft.adapters.dataset.summaries import load
 from croft.domain.dataset.containers import ContainersAccumulator
 from croft.domain.dataset.lines import decode_block, last_line, lines_with, view
-from croft.domain.dataset.profile import ProfileAccumulator, Subject
+from croft.domain.dataset.profile import ContainerTrack, ProfileAccumulator, Subject
 from croft.domain.dataset.skips import SkipTally
 from croft.domain.dataset.summary import FileFacts, StatsAccumulator
 
@@ -66,15 +67,27 @@ def read_stats(
     inline_bytes: int = INLINE_BYTES,
     part_bytes: int = PART_BYTES,
     progress: Callable[[int, int], None] | None = None,
+    summaries: bool = True,
 ) -> tuple[FileFacts, StatsAccumulator]:
     """The files of `path` and the stats accumulated over all their rows (skips included); the
     syscall sums, which cost about as much again as everything else, only with `syscalls`.
+    Segments with a trusted summary are answered from it (unless not `summaries`), the rest read.
     `progress(done_bytes, total_bytes)` is told after each part read."""
     files = find_files(path, host)
     total = StatsAccumulator(syscalls)
-    task = partial(stats_of_part, syscalls=syscalls)
-    for part in _run(task, files, workers, inline_bytes, part_bytes, progress):
+    rest = []
+    for f in files:
+        summary = load(f) if summaries else None
+        if summary is None:
+            rest.append(f)
+            continue
+        part = summary.stats(f.node, shown(f.path))
+        if not syscalls:
+            part.syscall_sums.clear()
         total.merge(part)
+    task = partial(stats_of_part, syscalls=syscalls)
+    for result in _run(task, tuple(rest), workers, inline_bytes, part_bytes, progress):
+        total.merge(result)
     return file_facts(files), total
 
 
@@ -89,13 +102,27 @@ def read_profile(
     inline_bytes: int = INLINE_BYTES,
     part_bytes: int = PART_BYTES,
     subject: Subject | None = None,
+    summaries: bool = True,
 ) -> ProfileAccumulator:
     """The rows of every container whose id starts with `prefix` (lower-case hex), or of
-    `subject` (a cgroup, a pid), over `path`."""
+    `subject` (a cgroup, a pid), over `path`. A segment whose trusted summary (unless not
+    `summaries`) says it holds no row of the subject in the window is not read; the time span of
+    the subject's containers in it comes from the summary."""
     files = find_files(path, host)
     total = ProfileAccumulator(prefix, from_ms, to_ms, subject)
+    rest = []
+    for f in files:
+        summary = load(f) if summaries else None
+        plan = None if summary is None else summary.profile_plan(total.subject, from_ms, to_ms)
+        if plan is None or plan.scan:
+            rest.append(f)
+            continue
+        for container_id, first_ms, last_ms in plan.spans:
+            track = total.tracks.setdefault(container_id, ContainerTrack())
+            track.see(first_ms)
+            track.see(last_ms)
     task = partial(profile_of_part, prefix=prefix, from_ms=from_ms, to_ms=to_ms, subject=subject)
-    for part in _run(task, files, workers, inline_bytes, part_bytes):
+    for part in _run(task, tuple(rest), workers, inline_bytes, part_bytes):
         total.merge(part)
     return total
 
@@ -108,11 +135,20 @@ def read_containers(
     inline_bytes: int = INLINE_BYTES,
     part_bytes: int = PART_BYTES,
     progress: Callable[[int, int], None] | None = None,
+    summaries: bool = True,
 ) -> tuple[FileFacts, ContainersAccumulator]:
-    """Every container and host cgroup of `path` (`croft stats --containers`), skips counted."""
+    """Every container and host cgroup of `path` (`croft stats --containers`), skips counted;
+    segments with a trusted summary (unless not `summaries`) answered from it."""
     files = find_files(path, host)
     total = ContainersAccumulator()
-    for part in _run(containers_of_part, files, workers, inline_bytes, part_bytes, progress):
+    rest = []
+    for f in files:
+        summary = load(f) if summaries else None
+        if summary is None:
+            rest.append(f)
+        else:
+            total.merge(summary.containers(f.node, shown(f.path)))
+    for part in _run(containers_of_part, tuple(rest), workers, inline_bytes, part_bytes, progress):
         total.merge(part)
     return file_facts(files), total
 

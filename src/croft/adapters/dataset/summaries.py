@@ -1,0 +1,145 @@
+"""Segment summaries on disk: computing one from a segment's lines, appending it to the segment as a
+zstd skippable frame (`croft.domain.dataset.segments`), finding and checking it, and `croft index`.
+
+A summary is trusted only when the file's bytes before its frame have the size and CRC-32 it names
+(reading a compressed segment to check it costs a few milliseconds per 100 MB; decompressing it
+would cost a second). A segment without a trusted summary is scanned, as before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import zlib
+from collections import Counter
+from pathlib import Path
+
+import attrs
+
+from croft.adapters.dataset.disk import OS_DISK, Disk, fsync_directory, write_all
+from croft.adapters.dataset.files import DatasetFile, Lines, Part, find_files, lines_of, shown
+from croft.domain.dataset.containers import ContainersAccumulator
+from croft.domain.dataset.lines import decode_block, last_line, view
+from croft.domain.dataset.segments import (
+    FILE_NODE,
+    FOOTER_BYTES,
+    SegmentSummary,
+    decode,
+    encode,
+    frame_start,
+    state_of,
+)
+from croft.domain.dataset.summary import StatsAccumulator
+
+CHECK_READ_BYTES = 4 << 20
+
+
+def summarize(path: Path, compressed: bool) -> dict[str, object] | None:
+    """The summary state of every line of the file `path` (plain, or zstd: all its frames), or
+    None when it cannot be summarized exactly (it is damaged, a sum is not finite)."""
+    part = Part(DatasetFile(path, FILE_NODE, compressed, path.stat().st_size))
+    stats, containers, cgroups = StatsAccumulator(syscalls=True), ContainersAccumulator(), set[str]()
+    skipped = Counter[str]()
+    for item in lines_of(part, stats.skips):
+        if isinstance(item, Lines):
+            views = decode_block(item.data, item.start, item.stop, skipped)
+        else:
+            found = last_line(view(item.line))
+            if isinstance(found, str):
+                skipped[found] += 1
+                continue
+            views = [found]
+        stats.add(FILE_NODE, views)
+        containers.add(FILE_NODE, views)
+        cgroups.update(v.process.cgroup for v in views)
+    for kind, count in skipped.items():
+        stats.skips.line(shown(path), kind, count)
+    return state_of(stats, containers, cgroups)
+
+
+def frame_bytes(state: dict[str, object], data_bytes: int, crc32: int) -> bytes:
+    return encode(SegmentSummary(data_bytes, crc32, dict(state)))
+
+
+def load(f: DatasetFile) -> SegmentSummary | None:
+    """The trusted summary of the zstd file `f`, or None (no summary, or one that does not match
+    the bytes before it)."""
+    if not f.compressed or f.problem is not None or f.size_bytes < FOOTER_BYTES:
+        return None
+    try:
+        with f.path.open("rb") as src:
+            size = src.seek(0, os.SEEK_END)
+            src.seek(size - FOOTER_BYTES)
+            start = frame_start(src.read(FOOTER_BYTES))
+            if start is None or start >= size:
+                return None
+            src.seek(start)
+            summary = decode(src.read(size - start), start)
+            if summary is None:
+                return None
+            src.seek(0)
+            crc, left = 0, start
+            while left > 0:
+                chunk = src.read(min(CHECK_READ_BYTES, left))
+                if not chunk:
+                    return None
+                crc = zlib.crc32(chunk, crc)
+                left -= len(chunk)
+    except OSError:
+        return None
+    return summary if crc == summary.crc32 else None
+
+
+@attrs.frozen
+class Indexed:
+    """What `index` did: segments given a summary, ones that had a trusted one, ones it could not
+    summarize (damaged: named with why)."""
+
+    written: int
+    present: int
+    failed: tuple[str, ...]
+
+
+def index(path: Path, disk: Disk = OS_DISK) -> Indexed:
+    """Append a summary to every zstd segment of the dataset at `path` that has no trusted one.
+    Each is rewritten through a hidden copy renamed into place (a crash leaves the old segment
+    whole), with its mtime kept (retention's clock)."""
+    written = present = 0
+    failed: list[str] = []
+    for f in find_files(path):
+        if not f.compressed or f.problem is not None:
+            continue
+        if load(f) is not None:
+            present += 1
+            continue
+        state = summarize(f.path, compressed=True)
+        if state is None:
+            failed.append(shown(f.path))
+            continue
+        _append_copy(f.path, state, disk)
+        written += 1
+    return Indexed(written, present, tuple(failed))
+
+
+def _append_copy(path: Path, state: dict[str, object], disk: Disk) -> None:
+    temporary = path.with_name(f".{path.name}.index")
+    facts = path.stat()
+    crc, size = 0, 0
+    try:
+        with path.open("rb") as src:
+            dst = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+            try:
+                while chunk := src.read(CHECK_READ_BYTES):
+                    crc, size = zlib.crc32(chunk, crc), size + len(chunk)
+                    write_all(disk, dst, chunk)
+                write_all(disk, dst, frame_bytes(state, size, crc))
+                disk.fsync(dst)
+            finally:
+                os.close(dst)
+        os.utime(temporary, ns=(facts.st_atime_ns, facts.st_mtime_ns))
+        disk.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+        raise
+    fsync_directory(path.parent)

@@ -1,0 +1,210 @@
+"""A closed segment's summary: what `croft stats` and `croft profile` need to know of a segment
+without reading it, and how it is framed inside the segment file itself.
+
+The summary is the state of the readers' own accumulators (`StatsAccumulator` with syscall sums,
+`ContainersAccumulator`) over every line of the segment, plus the distinct cgroups and the skip
+counts; so an answer merged from summaries is the answer a scan of the same bytes gives. Rows that
+do not name their node are kept under a placeholder node, replaced by the file's node when read
+(a per-node directory's name after `croft collect`, the host name locally).
+
+It lives in a zstd skippable frame after the segment's data frame (RFC 8878, 3.1.2): `zstd -dc`
+skips it, and a decompressor that stops after the first frame never reaches it. The frame is
+
+    magic 0x184D2A5E | payload size | JSON body | data size (8) | body CRC-32 | b"CRSM"
+
+(integers little-endian, 4 bytes unless said)
+
+so a reader finds it from the file's last 16 bytes. The body names the size and CRC-32 of the data
+before the frame; a summary is trusted only while both match the file (and its own CRC its body).
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections import Counter
+from typing import Any
+
+import attrs
+import orjson
+
+from croft.domain.dataset.containers import ContainersAccumulator
+from croft.domain.dataset.profile import Subject
+from croft.domain.dataset.summary import StatsAccumulator
+
+VERSION = 1
+SKIPPABLE_MAGIC = 0x184D2A5E
+FOOTER_MAGIC = b"CRSM"
+FOOTER_BYTES = 16  # data size (8) + body CRC-32 (4) + FOOTER_MAGIC (4)
+FRAME_HEADER_BYTES = 8
+FILE_NODE = "\x00file-node\x00"  # rows without a node of their own; the file's node when read
+
+
+@attrs.frozen
+class SegmentSummary:
+    """One segment's summary: the size and CRC-32 of its data frame(s), and the accumulators'
+    state over its lines (`state`, as `encode` writes it)."""
+
+    data_bytes: int
+    crc32: int
+    state: dict[str, Any]
+
+    @property
+    def first_ms(self) -> int | None:
+        value = self.state["stats"]["first_ms"]
+        return value if isinstance(value, int) else None
+
+    @property
+    def last_ms(self) -> int | None:
+        value = self.state["stats"]["last_ms"]
+        return value if isinstance(value, int) else None
+
+    @property
+    def skipped_lines(self) -> int:
+        return int(sum(self.state["skips"].values()))
+
+    def stats(self, node: str, path: str) -> StatsAccumulator:
+        """The stats accumulator of the segment's lines, as a scan of it read on `node` under the
+        name `path` gives it."""
+        s = self.state["stats"]
+        acc = StatsAccumulator(syscalls=True)
+        acc.rows = s["rows"]
+        acc.first_ms, acc.last_ms = s["first_ms"], s["last_ms"]
+        for mine, theirs in ((acc.polls, s["polls"]), (acc.tgids, s["tgids"])):
+            for own, values in theirs.items():
+                mine.setdefault(node if own == FILE_NODE else own, set()).update(values)
+        acc.processes = {(c, f) for c, f in s["processes"]}
+        acc.workloads = Counter(s["workloads"])
+        acc.syscall_sums.update(s["syscalls"])
+        self._skips(acc, path)
+        return acc
+
+    def containers(self, node: str, path: str) -> ContainersAccumulator:
+        """The containers accumulator of the segment's lines, read on `node` under `path`."""
+        acc = ContainersAccumulator()
+        for kind, value, cgroup, frameworks, nodes, first, last, rows in self.state["containers"]:
+            own = {node if n == FILE_NODE else n for n in nodes}
+            acc.entries[(kind, value)] = [cgroup, set(frameworks), own, first, last, rows]
+        self._skips(acc, path)
+        return acc
+
+    def _skips(self, acc: StatsAccumulator | ContainersAccumulator, path: str) -> None:
+        for kind, count in self.state["skips"].items():
+            acc.skips.line(path, kind, count)
+
+    def profile_plan(self, subject: Subject, from_ms: int | None, to_ms: int | None) -> ProfilePlan:
+        """What `croft profile` of `subject` over [from_ms, to_ms] needs of this segment."""
+        if self.skipped_lines:
+            return ProfilePlan(scan=True)  # a skipped line may mention the subject: read it
+        if subject.kind == "container":
+            seen = tuple(
+                (value, first, last)
+                for kind, value, _, _, _, first, last, _ in self.state["containers"]
+                if kind == "c" and value.startswith(subject.value)
+            )
+        elif subject.kind == "cgroup":
+            seen = () if subject.value not in self.state["cgroups"] else (("", 0, 0),)
+        else:
+            pid = int(subject.value)
+            tgids = self.state["stats"]["tgids"].values()
+            seen = (("", 0, 0),) if any(pid in values for values in tgids) else ()
+        if not seen:
+            return ProfilePlan(scan=False)
+        first, last = self.first_ms, self.last_ms
+        outside = (
+            first is None
+            or last is None
+            or (from_ms is not None and last < from_ms)
+            or (to_ms is not None and first > to_ms)
+        )
+        if outside and subject.kind == "container":
+            return ProfilePlan(scan=False, spans=seen)
+        return ProfilePlan(scan=True)
+
+
+@attrs.frozen
+class ProfilePlan:
+    """Whether a segment must be read for a profile; if not, the (container id, first ms, last ms)
+    of the subject's containers it holds (all outside the window)."""
+
+    scan: bool
+    spans: tuple[tuple[str, int, int], ...] = ()
+
+
+def state_of(
+    stats: StatsAccumulator, containers: ContainersAccumulator, cgroups: set[str]
+) -> dict[str, Any] | None:
+    """The summary state of accumulators read with node `FILE_NODE`; None when it cannot be
+    written exactly (damage recorded, a syscall sum that is not finite)."""
+    if stats.skips.files or containers.skips.files:
+        return None
+    if not all(math.isfinite(v) for v in stats.syscall_sums.values()):
+        return None
+    skips: Counter[str] = Counter()
+    for kinds in stats.skips.lines.values():
+        skips.update(kinds)
+    return {
+        "stats": {
+            "rows": stats.rows,
+            "first_ms": stats.first_ms,
+            "last_ms": stats.last_ms,
+            "polls": {node: sorted(v) for node, v in stats.polls.items()},
+            "tgids": {node: sorted(v) for node, v in stats.tgids.items()},
+            "processes": sorted(
+                stats.processes, key=lambda p: (p[0] or "", p[0] is None, p[1] or "", p[1] is None)
+            ),
+            "workloads": dict(stats.workloads),
+            "syscalls": dict(stats.syscall_sums),
+        },
+        "containers": [
+            [kind, value, e[0], sorted(e[1]), sorted(e[2]), e[3], e[4], e[5]]
+            for (kind, value), e in containers.entries.items()
+        ],
+        "cgroups": sorted(cgroups),
+        "skips": dict(skips),
+    }
+
+
+def encode(summary: SegmentSummary) -> bytes:
+    """The skippable frame holding `summary`, to append right after its `data_bytes`."""
+    body = orjson.dumps(
+        {"version": VERSION, "data_bytes": summary.data_bytes, "crc32": summary.crc32, **summary.state}
+    )
+    footer = summary.data_bytes.to_bytes(8, "little") + zlib.crc32(body).to_bytes(4, "little")
+    payload = body + footer + FOOTER_MAGIC
+    return SKIPPABLE_MAGIC.to_bytes(4, "little") + len(payload).to_bytes(4, "little") + payload
+
+
+def frame_start(footer: bytes) -> int | None:
+    """Where the summary frame starts, from a file's last `FOOTER_BYTES`; None when the file
+    ends with no summary."""
+    if len(footer) != FOOTER_BYTES or footer[12:] != FOOTER_MAGIC:
+        return None
+    return int.from_bytes(footer[:8], "little")
+
+
+def decode(frame: bytes, data_bytes: int) -> SegmentSummary | None:
+    """The summary in `frame` (the file's bytes from `frame_start` to its end), if it is one of
+    this version that describes `data_bytes` bytes of data; else None."""
+    if len(frame) < FRAME_HEADER_BYTES + FOOTER_BYTES:
+        return None
+    magic = int.from_bytes(frame[:4], "little")
+    size = int.from_bytes(frame[4:8], "little")
+    if magic != SKIPPABLE_MAGIC or size != len(frame) - FRAME_HEADER_BYTES:
+        return None
+    raw = frame[FRAME_HEADER_BYTES:-FOOTER_BYTES]
+    if zlib.crc32(raw) != int.from_bytes(frame[-8:-4], "little"):
+        return None
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(body, dict) or body.get("version") != VERSION or body.get("data_bytes") != data_bytes:
+        return None
+    try:
+        crc = int(body.pop("crc32"))
+        body.pop("version"), body.pop("data_bytes")
+        state = {key: body[key] for key in ("stats", "containers", "cgroups", "skips")}
+    except (KeyError, TypeError, ValueError):
+        return None
+    return SegmentSummary(data_bytes, crc, state)

@@ -1,0 +1,228 @@
+"""Segment summaries (issue 18): the compressor appends one to each segment in a zstd skippable
+frame; `croft stats` and `croft profile` answer from trusted ones; every other reader still reads
+every row. The law: for any dataset, with or without summaries, damaged or not, the answers read
+with summaries equal a full scan's."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tests.helpers.rows import T0_MS, make_row
+
+from croft.adapters.dataset.compressor import compress_segment
+from croft.adapters.dataset.files import find_files
+from croft.adapters.dataset.scan import read_containers, read_profile, read_stats
+from croft.adapters.dataset.summaries import index, load
+from croft.domain.dataset import codec
+from croft.domain.dataset.profile import Subject
+from croft.domain.dataset.rotation import Naming, SegmentName
+from croft.domain.dataset.row import SyscallRate
+from croft.domain.dataset.segments import FOOTER_BYTES, frame_start
+
+ROOT = Path(__file__).resolve().parents[2]
+NAMING = Naming.for_live("croft-dataset.jsonl")
+IDS = ("abcd" + "1" * 60, "abcd" + "2" * 60, "ef01" + "3" * 60, None)
+HOUR = 3_600_000
+
+
+def line(draw: st.DrawFn, hour: int) -> bytes:
+    container = draw(st.sampled_from(IDS))
+    value = codec.row_to_dict(
+        make_row(
+            draw(st.integers(1, 6)),
+            T0_MS + hour * HOUR + draw(st.integers(0, 5)) * 2000,
+            container_id=container,
+            cpu_cores=draw(st.sampled_from([0.0, 0.25, 1.5])),
+            framework=draw(st.sampled_from([None, "pytorch", "vllm"])),
+            syscalls=(SyscallRate(name=draw(st.sampled_from(["futex", "read"])), rate_per_sec=0.1),),
+        )
+    )
+    node = draw(st.sampled_from([None, "", "named"]))
+    if node is not None:
+        value["node"] = node
+    return orjson.dumps(value)
+
+
+@st.composite
+def segment(draw: st.DrawFn, hour: int) -> bytes:
+    lines = [line(draw, hour) for _ in range(draw(st.integers(1, 8)))]
+    if draw(st.integers(0, 3)) == 0:
+        lines.insert(draw(st.integers(0, len(lines))), b"not json " + IDS[0][:8].encode())
+    data = b"\n".join(lines) + b"\n"
+    if draw(st.integers(0, 5)) == 0:
+        data += lines[0][:20]  # a torn last line
+    return data
+
+
+DAMAGE = ("none", "none", "none", "no summary", "cut data", "flip data", "flip summary", "other summary")
+
+
+@st.composite
+def datasets(draw: st.DrawFn) -> dict[str, list[tuple[int, bytes, str]]]:
+    nodes = {}
+    for node in draw(st.lists(st.sampled_from(["n1", "n2"]), min_size=1, max_size=2, unique=True)):
+        hours = draw(st.lists(st.integers(0, 4), min_size=1, max_size=3, unique=True))
+        nodes[node] = [(hour, draw(segment(hour)), draw(st.sampled_from(DAMAGE))) for hour in sorted(hours)]
+    return nodes
+
+
+def write(root: Path, spec: dict[str, list[tuple[int, bytes, str]]]) -> None:
+    frames: list[bytes] = []
+    for node, segments in spec.items():
+        directory = root / node
+        directory.mkdir()
+        for hour, data, _ in segments:
+            name = SegmentName(T0_MS // 1000 * 1000 + hour * HOUR)
+            (directory / NAMING.plain(name)).write_bytes(data)
+            compress_segment(directory, NAMING, name)
+            path = directory / NAMING.compressed(name)
+            whole = path.read_bytes()
+            start = frame_start(whole[-FOOTER_BYTES:])
+            frames.append(whole[start:] if start is not None else b"")
+        for hour, _, damage in segments:
+            path = directory / NAMING.compressed(SegmentName(T0_MS // 1000 * 1000 + hour * HOUR))
+            whole = path.read_bytes()
+            start = frame_start(whole[-FOOTER_BYTES:])
+            assert start is not None, "every segment croft writes has a summary"
+            data = whole[:start]
+            if damage == "no summary":
+                whole = data
+            elif damage == "cut data":
+                whole = data[: len(data) // 2] + whole[start:]
+            elif damage == "flip data":
+                at = len(data) // 2
+                whole = data[:at] + bytes([data[at] ^ 0x40]) + data[at + 1 :] + whole[start:]
+            elif damage == "flip summary":
+                at = start + 20
+                whole = whole[:at] + bytes([whole[at] ^ 0x01]) + whole[at + 1 :]
+            elif damage == "other summary":  # the frame of another segment (the last one written)
+                whole = data + (frames[-2] if whole[start:] == frames[-1] and len(frames) > 1 else frames[-1])
+            path.write_bytes(whole)
+
+
+@pytest.fixture(scope="module")
+def scratch() -> Iterator[Path]:
+    with tempfile.TemporaryDirectory() as d:
+        yield Path(d)
+
+
+def stats_answer(root: Path, summaries: bool) -> tuple[Any, ...]:
+    facts, acc = read_stats(root, syscalls=True, workers=1, summaries=summaries)
+    body = acc.summary(facts).to_json()
+    busiest = body.pop("busiest_syscalls")
+    shown = [(b["name"], pytest.approx(b["mean_per_s"], rel=1e-9)) for b in busiest]
+    _, listing = read_containers(root, workers=1, summaries=summaries)
+    return body, shown, acc.skips.report(), listing.listing(), listing.skips.report()
+
+
+def profile_answer(
+    root: Path, subject: Subject, window: tuple[int | None, int | None], summaries: bool
+) -> Any:
+    prefix = subject.value if subject.kind == "container" else ""
+    acc = read_profile(root, prefix, *window, workers=1, subject=subject, summaries=summaries)
+    tracks = {
+        key: (t.first_ms, t.last_ms, t.polls, t.processes, t.container_ids) for key, t in acc.tracks.items()
+    }
+    return tracks, acc.skips.report()
+
+
+SUBJECTS = (
+    Subject("container", "abcd"),
+    Subject("container", IDS[2]),
+    Subject("cgroup", "/user.slice"),
+    Subject("pid", "3"),
+)
+WINDOWS = ((None, None), (T0_MS + HOUR, T0_MS + 2 * HOUR - 1), (T0_MS + 3 * HOUR + 4000, None))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(spec=datasets(), reindex=st.booleans())
+def test_answers_with_summaries_equal_a_full_scan(
+    scratch: Path, spec: dict[str, list[tuple[int, bytes, str]]], reindex: bool
+) -> None:
+    root = scratch / "dataset"
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir()
+    write(root, spec)
+    if reindex:
+        index(root)  # summaries for the segments without a trusted one (damaged ones stay without)
+    assert stats_answer(root, True) == stats_answer(root, False)
+    for subject in SUBJECTS:
+        for window in WINDOWS:
+            assert profile_answer(root, subject, window, True) == profile_answer(root, subject, window, False)
+
+
+def test_a_summary_is_trusted_only_while_it_matches_its_segment(tmp_path: Path) -> None:
+    name = SegmentName(T0_MS // 1000 * 1000)
+    rows = b"".join(orjson.dumps(codec.row_to_dict(make_row(t))) + b"\n" for t in range(1, 5))
+    (tmp_path / NAMING.plain(name)).write_bytes(rows)
+    compress_segment(tmp_path, NAMING, name)
+    (f,) = find_files(tmp_path)
+    summary = load(f)
+    assert summary is not None and summary.state["stats"]["rows"] == 4
+    whole = f.path.read_bytes()
+    start = frame_start(whole[-FOOTER_BYTES:])
+    assert start is not None
+    f.path.write_bytes(whole[:10] + bytes([whole[10] ^ 1]) + whole[11:])  # same size, other bytes
+    assert load(find_files(tmp_path)[0]) is None
+
+
+def segment_rows(directory: Path) -> tuple[Path, list[bytes]]:
+    name = SegmentName(T0_MS // 1000 * 1000)
+    rows = [orjson.dumps(codec.row_to_dict(make_row(t, T0_MS + t))) for t in range(1, 200)]
+    (directory / NAMING.plain(name)).write_bytes(b"".join(r + b"\n" for r in rows))
+    compress_segment(directory, NAMING, name)
+    path = directory / NAMING.compressed(name)
+    assert load(find_files(path)[0]) is not None
+    return path, rows
+
+
+def test_the_dataset_md_python_snippet_reads_every_row_of_a_summarized_segment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path, rows = segment_rows(tmp_path)
+    doc = (ROOT / "docs" / "dataset.md").read_text()
+    (snippet,) = (s for s in re.findall(r"```python\n(.*?)```", doc, re.S) if "stream_reader(f)" in s)
+    name = re.search(r'open\("([^"]+)"', snippet)
+    assert name is not None
+    path.rename(tmp_path / name[1])
+    monkeypatch.chdir(tmp_path)
+    scope: dict[str, Any] = {}
+    exec(snippet, scope)  # the snippet, verbatim
+    assert scope["rows"] == [orjson.loads(r) for r in rows]
+
+
+@pytest.mark.skipif(shutil.which("zstd") is None, reason="the zstd command is not installed")
+def test_zstd_dc_and_t_read_every_row_of_a_summarized_segment(tmp_path: Path) -> None:
+    path, rows = segment_rows(tmp_path)
+    out = subprocess.run(["zstd", "-dc", str(path)], capture_output=True, check=True).stdout
+    assert out.splitlines() == rows
+    subprocess.run(["zstd", "-tq", str(path)], check=True)
+
+
+def test_croft_index_writes_summaries_for_old_segments_and_keeps_their_rows_and_mtime(tmp_path: Path) -> None:
+    path, rows = segment_rows(tmp_path)
+    whole = path.read_bytes()
+    start = frame_start(whole[-FOOTER_BYTES:])
+    path.write_bytes(whole[:start])  # as segments were before summaries
+    os.utime(path, ns=(1_000_000_000, 2_000_000_000))
+    assert load(find_files(path)[0]) is None
+    done = index(tmp_path)
+    assert (done.written, done.present, done.failed) == (1, 0, ())
+    assert load(find_files(path)[0]) is not None
+    assert path.stat().st_mtime_ns == 2_000_000_000
+    assert index(tmp_path).present == 1
+    _, acc = read_stats(tmp_path, workers=1)
+    assert acc.rows == len(rows)
+    assert [f.name for f in tmp_path.iterdir()] == [path.name]
