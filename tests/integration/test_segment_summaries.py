@@ -1,4 +1,4 @@
-"""Segment summaries (issue 18): the compressor appends one to each segment in a zstd skippable
+"""Segment summaries: the compressor appends one to each segment in a zstd skippable
 frame; `croft stats` and `croft profile` answer from trusted ones; every other reader still reads
 every row. The law: for any dataset, with or without summaries, damaged or not, the answers read
 with summaries equal a full scan's."""
@@ -188,11 +188,11 @@ def segment_rows(directory: Path) -> tuple[Path, list[bytes]]:
     return path, rows
 
 
-def test_the_dataset_md_python_snippet_reads_every_row_of_a_summarized_segment(
+def test_the_dataset_doc_python_snippet_reads_every_row_of_a_summarized_segment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path, rows = segment_rows(tmp_path)
-    doc = (ROOT / "docs" / "dataset.md").read_text()
+    doc = (ROOT / "docs/dataset.md").read_text()
     (snippet,) = (s for s in re.findall(r"```python\n(.*?)```", doc, re.S) if "stream_reader(f)" in s)
     name = re.search(r'open\("([^"]+)"', snippet)
     assert name is not None
