@@ -51,6 +51,7 @@ test: lint bpf-setup k8s-setup node-setup system-deps
 
 bench: $(STAMP) bpf-setup
 	$(BIN)/python benchmarks/readers.py
+	$(BIN)/python benchmarks/summaries.py
 	$(BIN)/python benchmarks/ebpf_overhead.py
 	$(BIN)/python benchmarks/rotation.py
 	$(BIN)/python benchmarks/collector.py

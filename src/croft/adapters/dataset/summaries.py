@@ -31,7 +31,7 @@ from croft.domain.dataset.segments import (
 )
 from croft.domain.dataset.summary import StatsAccumulator
 
-CHECK_READ_BYTES = 4 << 20
+CHECK_READ_BYTES = 1 << 20  # cache-sized
 
 
 def summarize(path: Path, compressed: bool) -> dict[str, object] | None:
@@ -78,14 +78,15 @@ def load(f: DatasetFile) -> SegmentSummary | None:
             if summary is None:
                 return None
             src.seek(0)
-            crc, left = 0, start
-            while left > 0:
-                chunk = src.read(min(CHECK_READ_BYTES, left))
-                if not chunk:
-                    return None
-                crc = zlib.crc32(chunk, crc)
-                left -= len(chunk)
-    except OSError:
+            crc, left, buffer = 0, start, bytearray(CHECK_READ_BYTES)  # one buffer, reused
+            with memoryview(buffer) as view:
+                while left > 0:
+                    got = src.readinto(view[: min(CHECK_READ_BYTES, left)])
+                    if not got:
+                        return None
+                    crc = zlib.crc32(view[:got], crc)
+                    left -= got
+    except (OSError, ValueError):
         return None
     return summary if crc == summary.crc32 else None
 
