@@ -113,14 +113,15 @@ def hpa_arm(meta: dict[str, object], metric_phase: int, sync_phase: int) -> dict
     return {"first_up_s": first_up or math.inf, "reach_s": reach or math.inf, "downs": downs, "peak": peak}
 
 
-def decision_time_ms(repeat: int) -> tuple[float, float]:
-    """Median and p99 of desired_replicas (parsing every body) for 200 pods on 20 collectors."""
+def decision_time_ms(repeat: int, others: int = 5, quiet: bool = False) -> tuple[float, float]:
+    """Median and p99 of desired_replicas (parsing every body) for 200 pods on 20 collectors, each
+    collector also exporting `others` containers that are not the Deployment's."""
     now_ms = 1_767_000_000_000
     syscalls = ("sendto", "recvfrom", "read", "write", "epoll_wait", "futex", "openat", "close")
     pods, scrapes = [], []
     for c in range(20):
         samples = [Sample(names.LAST_POLL_TIMESTAMP_SECONDS, (), now_ms / 1000)]
-        containers = [f"{c * 100 + i:064x}" for i in range(15)]  # 10 of the Deployment's, 5 others
+        containers = [f"{c * 1000 + i:064x}" for i in range(10 + others)]  # 10 of the Deployment's
         for i, cid in enumerate(containers):
             label = ((names.LABEL_CONTAINER_ID, cid),)
             samples += [
@@ -148,7 +149,8 @@ def decision_time_ms(repeat: int) -> tuple[float, float]:
         times.append((time.perf_counter() - started) * 1000)
     assert decision.estimate is not None and decision.estimate.containers_counted == 200
     times.sort()
-    print(f"  decision input: 200 pods, 20 collectors, {lines} exposition lines")
+    if not quiet:
+        print(f"  decision input: 200 pods, 20 collectors, {lines} exposition lines")
     return statistics.median(times), times[min(len(times) - 1, int(len(times) * 0.99))]
 
 
@@ -195,8 +197,15 @@ def main() -> None:
     median_ms, p99_ms = decision_time_ms(args.repeat)
     print(
         f"  decision time per poll: median {median_ms:.2f} ms, p99 {p99_ms:.2f} ms; "
-        f"goal < {GOAL_DECISION_MS:.0f} ms: {'met' if median_ms < GOAL_DECISION_MS else 'MISSED'} "
-        f"(goal/median {GOAL_DECISION_MS / median_ms:.1f}x)"
+        f"goal p99 < {GOAL_DECISION_MS:.0f} ms: {'met' if p99_ms < GOAL_DECISION_MS else 'MISSED'} "
+        f"(goal/p99 {GOAL_DECISION_MS / p99_ms:.1f}x)"
+    )
+    # How the cost grows: the Deployment's 200 pods fixed, more containers on the collectors.
+    growth = {others: decision_time_ms(args.repeat, others, quiet=True)[0] for others in (5, 20, 80)}
+    print(
+        "  median decision time vs other containers per collector (200 pods fixed): "
+        + ", ".join(f"{others}: {ms:.2f} ms" for others, ms in growth.items())
+        + f" ({growth[80] / growth[5]:.1f}x from 5 to 80)"
     )
 
 

@@ -55,8 +55,9 @@ def with_gap(observations: Observations, kind: str) -> Observations:
             f"{names.LAST_POLL_TIMESTAMP_SECONDS} {old / 1000!r}",
         )
         broken = CollectorScrape(first.collector, now, body)
-    elif kind == "garbled":
-        garbage = f'{names.CONTAINER_SYSCALL_RATE}{{container_id="x",syscall="sendto" 2\n'
+    elif kind == "garbled":  # a series the decision reads (the Deployment's container), cut short
+        pod = observations.pods[0].container_ids[0]
+        garbage = f'{names.CONTAINER_SYSCALL_RATE}{{container_id="{pod}",syscall="sendto" 2\n'
         broken = CollectorScrape(first.collector, now, (first.body or "") + garbage)
     elif kind == "no-series":
         extra = PodView("web-new", (cid(999),))

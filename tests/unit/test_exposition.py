@@ -88,3 +88,19 @@ def test_render_then_parse_is_identity(items: list[Sample]) -> None:
     first = [item.name for item in items]
     grouped = sorted(items, key=lambda item: first.index(item.name))  # stable: each name's first place
     assert parse_exposition(render_exposition(items)) == tuple(grouped)
+
+
+def test_only_skips_lines_of_other_label_values_unparsed() -> None:
+    text = (
+        "croft_last 1\n"
+        'croft_a{container_id="aa",syscall="x"} 1\n'
+        'croft_a{syscall="x",container_id="bb"} 2\n'
+        'croft_a{container_id="bb" garbled\n'  # another value's line: skipped, not judged
+        'croft_a{xcontainer_id="bb"} 3\n'  # another label that ends the same
+        'croft_a{container_id="b\\"b"} 4\n'  # a value with escapes is parsed and judged as usual
+        "croft_a 5\n"
+    )
+    found = parse_exposition(text, ("croft_a", "croft_last"), None, ("container_id", frozenset({"aa"})))
+    assert [s.value for s in found] == [1, 1, 3, 4, 5]
+    with pytest.raises(BadExposition):
+        parse_exposition(text, ("croft_a",))

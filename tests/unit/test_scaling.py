@@ -229,3 +229,19 @@ def test_scale_up_never_waits_more_than_confirm_polls(
         ups = [d for d in after if d.action == "up"]
         assert ups, [d.reason for d in after]
         assert ups[0].replicas == wanted
+
+
+def test_series_of_containers_not_the_deployments_are_not_read() -> None:
+    """The decision's cost follows the Deployment's pods: another container's series, even a
+    garbled one, is skipped unparsed and leaves the estimate complete."""
+    poll = steady_poll(STEP_MS, 30.0)
+    first, *rest = poll.scrapes
+    garbage = 'croft_container_syscall_rate{container_id="' + "f" * 64 + '",syscall="sendto" 2\n'
+    garbled = attrs.evolve(first, body=(first.body or "") + garbage)
+    decision = desired_replicas(
+        attrs.evolve(poll, scrapes=(garbled, *rest)),
+        DeploymentView("default", "web", 1, 1.0),
+        ScaleConfig("sendto", CALLS_PER_REQUEST, 50),
+        ScaleHistory(),
+    )
+    assert decision.estimate is not None and decision.estimate.complete

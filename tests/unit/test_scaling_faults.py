@@ -111,7 +111,9 @@ def body(plan: CollectorPlan, now_ms: int) -> str:
         if c.other is not None:
             lines.append(f'{names.CONTAINER_SYSCALL_RATE}{{{label},syscall="other"}} {c.other}')
     if plan.state == "garbage":
-        lines.append(f'{names.CONTAINER_SYSCALL_RATE}{{container_id="x",syscall="{SYSCALL}" 1')
+        # a series the decision reads (a Deployment's container), cut short; foreign series are
+        # not parsed at all (tests/unit/test_scaling.py)
+        lines.append(f'{names.CONTAINER_SYSCALL_RATE}{{container_id="{cid(0)}",syscall="{SYSCALL}" 1')
     return "\n".join(lines) + "\n"
 
 

@@ -113,6 +113,20 @@ def parse_line(line: str, line_no: int = 1) -> Sample:
     return Sample(name, labels, _parse_value(fields[0], line_no), timestamp_ms)
 
 
+def _other_value(line: str, key: str, values: frozenset[str]) -> bool:
+    """Whether `line` writes the label `key` (`name="`) as a label of its own with a plain value
+    that is not in `values`."""
+    at = line.find(key)
+    if at <= 0 or line[at - 1] not in "{, \t":
+        return False
+    start = at + len(key)
+    end = line.find('"', start)
+    if end < 0:
+        return False
+    value = line[start:end]
+    return "\\" not in value and value not in values
+
+
 def _needles(needle: str | tuple[str, ...]) -> tuple[str, ...]:
     return (needle,) if isinstance(needle, str) else needle
 
@@ -121,17 +135,22 @@ def parse_exposition(
     text: str,
     names: Collection[str] | None = None,
     containing: Mapping[str, str | tuple[str, ...]] | None = None,
+    only: tuple[str, frozenset[str]] | None = None,
 ) -> tuple[Sample, ...]:
     """Every sample of `text`, in order. With `names`, only samples of those metrics (other lines are
     skipped unparsed); with `containing`, a line of metric `name` is parsed only if it contains
     `containing[name]` as text, or one of them when a tuple (a cheap pre-filter: a caller wanting
-    `syscall="sendto"` passes `'"sendto"'`). Raises `BadExposition` for a malformed line it parses."""
+    `syscall="sendto"` passes `'"sendto"'`); with `only` = (label, values) and `names`, a line whose
+    `label` is written with a plain value (no escapes) outside `values` is skipped unparsed (so the
+    cost follows the values wanted, not every series served). Raises `BadExposition` for a malformed
+    line it parses."""
     samples: list[Sample] = []
     wanted = tuple(names) if names is not None else None
+    key, values = (f'{only[0]}="', only[1]) if only is not None else ("", frozenset[str]())
     for line_no, raw in enumerate(text.split("\n"), start=1):
         line = raw.strip() if raw[:1].isspace() or raw[-1:].isspace() else raw
         if wanted is not None:
-            if not line.startswith(wanted):
+            if not line.startswith(wanted) or (key and _other_value(line, key, values)):
                 continue
             name_match = _NAME_RE.match(line)
             name = name_match.group(0) if name_match else ""

@@ -213,6 +213,9 @@ def estimate_rate(observations: Observations, config: ScaleConfig) -> Estimate:
     busy: dict[str, bool] = {}  # container: it used CPU or made syscalls
     now = observations.now_ms
     syscall = config.syscall
+    # Series of containers that are not the Deployment's are skipped unparsed: the cost of a
+    # decision follows the Deployment's pods, not everything the collectors export.
+    ours = (LABEL_CONTAINER_ID, frozenset(c for pod in observations.pods for c in pod.container_ids))
     if not observations.scrapes:
         gaps.append("no collector was found to scrape")
     for scrape in observations.scrapes:
@@ -226,7 +229,7 @@ def estimate_rate(observations: Observations, config: ScaleConfig) -> Estimate:
             continue
         try:
             wanted = (f'"{syscall}"', f'"{OTHER_SYSCALLS}"')
-            samples = parse_exposition(scrape.body, _WANTED, {CONTAINER_SYSCALL_RATE: wanted})
+            samples = parse_exposition(scrape.body, _WANTED, {CONTAINER_SYSCALL_RATE: wanted}, ours)
         except BadExposition as exc:
             gaps.append(f"collector {scrape.collector} served bad /metrics: {exc}")
             continue
