@@ -23,7 +23,7 @@ from tests.helpers.rows import T0_MS, make_row
 from croft.adapters.dataset.compressor import compress_segment
 from croft.adapters.dataset.files import find_files
 from croft.adapters.dataset.scan import read_containers, read_profile, read_stats
-from croft.adapters.dataset.summaries import index, load
+from croft.adapters.dataset.summaries import index, load, load_all
 from croft.domain.dataset import codec
 from croft.domain.dataset.profile import Subject
 from croft.domain.dataset.rotation import Naming, SegmentName
@@ -146,7 +146,7 @@ SUBJECTS = (
 WINDOWS = ((None, None), (T0_MS + HOUR, T0_MS + 2 * HOUR - 1), (T0_MS + 3 * HOUR + 4000, None))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(spec=datasets(), reindex=st.booleans())
 def test_answers_with_summaries_equal_a_full_scan(
     scratch: Path, spec: dict[str, list[tuple[int, bytes, str]]], reindex: bool
@@ -158,6 +158,8 @@ def test_answers_with_summaries_equal_a_full_scan(
     if reindex:
         index(root)  # summaries for the segments without a trusted one (damaged ones stay without)
     assert stats_answer(root, True) == stats_answer(root, False)
+    files = find_files(root)
+    assert load_all(files, 2, pool_bytes=0) == [load(f) for f in files]  # checked on a pool alike
     for subject in SUBJECTS:
         for window in WINDOWS:
             assert profile_answer(root, subject, window, True) == profile_answer(root, subject, window, False)

@@ -31,10 +31,11 @@ from croft.adapters.dataset.files import (
     split,
     work_bytes,
 )
-from croft.adapters.dataset.summaries import load
+from croft.adapters.dataset.summaries import load_all
 from croft.domain.dataset.containers import ContainersAccumulator
 from croft.domain.dataset.lines import decode_block, last_line, lines_with, view
 from croft.domain.dataset.profile import ContainerTrack, ProfileAccumulator, Subject
+from croft.domain.dataset.segments import SegmentSummary
 from croft.domain.dataset.skips import SkipTally
 from croft.domain.dataset.summary import FileFacts, StatsAccumulator
 
@@ -76,8 +77,7 @@ def read_stats(
     files = find_files(path, host)
     total = StatsAccumulator(syscalls)
     rest = []
-    for f in files:
-        summary = load(f) if summaries else None
+    for f, summary in zip(files, _summaries(files, summaries, workers), strict=True):
         if summary is None:
             rest.append(f)
             continue
@@ -111,8 +111,7 @@ def read_profile(
     files = find_files(path, host)
     total = ProfileAccumulator(prefix, from_ms, to_ms, subject)
     rest = []
-    for f in files:
-        summary = load(f) if summaries else None
+    for f, summary in zip(files, _summaries(files, summaries, workers), strict=True):
         plan = None if summary is None else summary.profile_plan(total.subject, from_ms, to_ms)
         if plan is None or plan.scan:
             rest.append(f)
@@ -142,8 +141,7 @@ def read_containers(
     files = find_files(path, host)
     total = ContainersAccumulator()
     rest = []
-    for f in files:
-        summary = load(f) if summaries else None
+    for f, summary in zip(files, _summaries(files, summaries, workers), strict=True):
         if summary is None:
             rest.append(f)
         else:
@@ -151,6 +149,15 @@ def read_containers(
     for part in _run(containers_of_part, tuple(rest), workers, inline_bytes, part_bytes, progress):
         total.merge(part)
     return file_facts(files), total
+
+
+def _summaries(
+    files: tuple[DatasetFile, ...], wanted: bool, workers: int | None
+) -> list[SegmentSummary | None]:
+    """The trusted summary of each file (None: read it), or none at all unless `wanted`."""
+    if not wanted:
+        return [None] * len(files)
+    return load_all(files, workers or default_workers())
 
 
 def _run(

@@ -9,9 +9,12 @@ would cost a second). A segment without a trusted summary is scanned, as before.
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import os
 import zlib
 from collections import Counter
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import attrs
@@ -32,6 +35,7 @@ from croft.domain.dataset.segments import (
 from croft.domain.dataset.summary import StatsAccumulator
 
 CHECK_READ_BYTES = 1 << 20  # cache-sized
+POOL_CHECK_BYTES = 64 << 20  # compressed bytes to check below which a pool costs more than it saves
 
 
 def summarize(path: Path, compressed: bool) -> dict[str, object] | None:
@@ -64,6 +68,28 @@ def frame_bytes(state: dict[str, object], data_bytes: int, crc32: int) -> bytes:
 def load(f: DatasetFile) -> SegmentSummary | None:
     """The trusted summary of the zstd file `f`, or None (no summary, or one that does not match
     the bytes before it)."""
+    summary = read_frame(f)
+    return summary if summary is not None and data_crc(f.path, summary.data_bytes) == summary.crc32 else None
+
+
+def load_all(
+    files: Sequence[DatasetFile], workers: int, pool_bytes: int = POOL_CHECK_BYTES
+) -> list[SegmentSummary | None]:
+    """`load` of each of `files`; the checksums on a pool of `workers` processes when they are many
+    bytes (the frames themselves are read here: small)."""
+    frames = [read_frame(f) for f in files]
+    checks = [(f.path, s.data_bytes) for f, s in zip(files, frames, strict=True) if s is not None]
+    if workers > 1 and sum(size for _, size in checks) >= pool_bytes:
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+            crcs = iter(list(pool.map(_data_crc, checks, chunksize=max(len(checks) // (4 * workers), 1))))
+    else:
+        crcs = iter([_data_crc(check) for check in checks])
+    return [s if s is not None and next(crcs) == s.crc32 else None for s in frames]
+
+
+def read_frame(f: DatasetFile) -> SegmentSummary | None:
+    """The summary frame at the end of the zstd file `f`, unchecked against its data; None when
+    there is none."""
     if not f.compressed or f.problem is not None or f.size_bytes < FOOTER_BYTES:
         return None
     try:
@@ -74,11 +100,20 @@ def load(f: DatasetFile) -> SegmentSummary | None:
             if start is None or start >= size:
                 return None
             src.seek(start)
-            summary = decode(src.read(size - start), start)
-            if summary is None:
-                return None
-            src.seek(0)
-            crc, left, buffer = 0, start, bytearray(CHECK_READ_BYTES)  # one buffer, reused
+            return decode(src.read(size - start), start)
+    except OSError:
+        return None
+
+
+def _data_crc(check: tuple[Path, int]) -> int | None:
+    return data_crc(*check)
+
+
+def data_crc(path: Path, data_bytes: int) -> int | None:
+    """CRC-32 of the first `data_bytes` of `path`; None when it is shorter or cannot be read."""
+    try:
+        with path.open("rb") as src:
+            crc, left, buffer = 0, data_bytes, bytearray(CHECK_READ_BYTES)  # one buffer, reused
             with memoryview(buffer) as view:
                 while left > 0:
                     got = src.readinto(view[: min(CHECK_READ_BYTES, left)])
@@ -86,9 +121,9 @@ def load(f: DatasetFile) -> SegmentSummary | None:
                         return None
                     crc = zlib.crc32(view[:got], crc)
                     left -= got
-    except (OSError, ValueError):
+    except OSError:
         return None
-    return summary if crc == summary.crc32 else None
+    return crc
 
 
 @attrs.frozen
