@@ -20,7 +20,6 @@ before the frame; a summary is trusted only while both match the file (and its o
 
 from __future__ import annotations
 
-import math
 import zlib
 from collections import Counter
 from typing import Any
@@ -32,7 +31,7 @@ from croft.domain.dataset.containers import ContainersAccumulator
 from croft.domain.dataset.profile import Subject
 from croft.domain.dataset.summary import StatsAccumulator
 
-VERSION = 1
+VERSION = 2  # 2: syscall sums as exact integers (decimal strings); a version 1 summary is re-read
 SKIPPABLE_MAGIC = 0x184D2A5E
 FOOTER_MAGIC = b"CRSM"
 FOOTER_BYTES = 16  # data size (8) + body CRC-32 (4) + FOOTER_MAGIC (4)
@@ -135,10 +134,8 @@ def state_of(
     stats: StatsAccumulator, containers: ContainersAccumulator, cgroups: set[str]
 ) -> dict[str, Any] | None:
     """The summary state of accumulators read with node `FILE_NODE`; None when it cannot be
-    written exactly (damage recorded, a syscall sum that is not finite)."""
+    written exactly (damage recorded)."""
     if stats.skips.files or containers.skips.files:
-        return None
-    if not all(math.isfinite(v) for v in stats.syscall_sums.values()):
         return None
     skips: Counter[str] = Counter()
     for kinds in stats.skips.lines.values():
@@ -166,9 +163,14 @@ def state_of(
 
 
 def encode(summary: SegmentSummary) -> bytes:
-    """The skippable frame holding `summary`, to append right after its `data_bytes`."""
+    """The skippable frame holding `summary`, to append right after its `data_bytes`. Syscall
+    sums, exact integers of any size, are written as decimal strings (JSON readers, orjson among
+    them, refuse or round integers past 64 bits)."""
+    stats = summary.state["stats"]
+    sums = {name: str(total) for name, total in stats["syscalls"].items()}
+    state = {**summary.state, "stats": {**stats, "syscalls": sums}}
     body = orjson.dumps(
-        {"version": VERSION, "data_bytes": summary.data_bytes, "crc32": summary.crc32, **summary.state}
+        {"version": VERSION, "data_bytes": summary.data_bytes, "crc32": summary.crc32, **state}
     )
     footer = summary.data_bytes.to_bytes(8, "little") + zlib.crc32(body).to_bytes(4, "little")
     payload = body + footer + FOOTER_MAGIC
@@ -205,6 +207,12 @@ def decode(frame: bytes, data_bytes: int) -> SegmentSummary | None:
         crc = int(body.pop("crc32"))
         body.pop("version"), body.pop("data_bytes")
         state = {key: body[key] for key in ("stats", "containers", "cgroups", "skips")}
-    except (KeyError, TypeError, ValueError):
+        sums = state["stats"]["syscalls"]
+        state["stats"]["syscalls"] = {
+            name: int(total) for name, total in sums.items() if isinstance(total, str)
+        }
+        if len(state["stats"]["syscalls"]) != len(sums):
+            return None
+    except (KeyError, TypeError, ValueError, AttributeError):
         return None
     return SegmentSummary(data_bytes, crc, state)

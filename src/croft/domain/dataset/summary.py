@@ -2,8 +2,10 @@
 
 A reader feeds an accumulator batches of decoded rows (views) of one file, with the node that file
 belongs to; a row that names its own node (its `node` key) is counted on that node. Accumulators of
-different files, parts and worker processes merge into one, in any order, with the same result
-(up to float addition order in the syscall means). Distinct sets hold ints per node, not strings.
+different files, parts and worker processes merge into one, in any order, with the same result.
+Syscall rates are summed exactly, as integers of 2**-80 calls/s (`SUM_UNIT`), so the order of
+files, parts and summaries cannot move a mean by an ulp, nor reorder two equal means. Distinct sets
+hold ints per node, not strings.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from croft.domain.dataset.row import WORKLOADS
 from croft.domain.dataset.skips import SkipTally
 
 BUSIEST_SYSCALLS = 10
+SUM_UNIT_BITS = 80
+SUM_UNIT = 2.0**SUM_UNIT_BITS  # a rate times this is exact (a power of two); its int drops < 2**-80
 
 _process = attrgetter("process.container_id", "process.framework")
 _unix_ms = attrgetter("unix_ms")
@@ -92,7 +96,7 @@ class StatsAccumulator:
         self.tgids: dict[str, set[int]] = {}
         self.processes: set[tuple[str | None, str | None]] = set()  # distinct (container_id, framework)
         self.workloads: Counter[str] = Counter()
-        self.syscall_sums: defaultdict[str, float] = defaultdict(float)
+        self.syscall_sums: defaultdict[str, int] = defaultdict(int)  # in units of 2**-80 calls/s
         self.skips = SkipTally()
 
     def add(self, node: str, views: Sequence[Any]) -> None:
@@ -133,9 +137,9 @@ class StatsAccumulator:
             if found := workloads.count(workload):
                 self.workloads[workload] += found
         if self.syscalls:
-            sums = self.syscall_sums
+            sums, unit = self.syscall_sums, SUM_UNIT
             for call in chain.from_iterable(map(_syscalls, views)):
-                sums[call.name] += call.rate_per_sec
+                sums[call.name] += int(call.rate_per_sec * unit)
 
     def merge(self, other: StatsAccumulator) -> None:
         """Fold `other` (of any files, any nodes) into this one."""
@@ -161,9 +165,9 @@ class StatsAccumulator:
             for container, framework in self.processes
             if framework is not None and container is not None
         )
-        means = ((name, total / polls) for name, total in self.syscall_sums.items()) if polls else ()
-        # By the mean reported, not the sum: two sums a few ulps apart can divide to one mean, and
-        # the names of equal means must then come in name order.
+        scale = polls << SUM_UNIT_BITS
+        # int / int rounds the exact quotient once: equal sums give equal means, in name order.
+        means = ((name, total / scale) for name, total in self.syscall_sums.items()) if polls else ()
         busiest = tuple(sorted(means, key=_busiest_first)[:BUSIEST_SYSCALLS])
         return Stats(
             files=files,
