@@ -646,7 +646,32 @@ stop_pid() {
         sleep 0.1
     done
     kill -9 "$pid" 2>/dev/null || true
+    wait_gone "$pid"
     rm -f "$run/$name.pid"
+}
+
+wait_gone() { # until every pid given has exited (10 s at most): down must not return before they have
+    local pid
+    for _ in $(seq 100); do
+        for pid in "$@"; do kill -0 "$pid" 2>/dev/null && break; pid=; done
+        [ -z "${pid:-}" ] && return 0
+        sleep 0.1
+    done
+}
+
+remove_kubepods() { # the kubelet's cgroups, deepest first; a task still in one is killed first
+    local hierarchy
+    for _ in $(seq 50); do
+        local left=
+        for hierarchy in /sys/fs/cgroup /sys/fs/cgroup/*; do
+            [ -d "$hierarchy/kubepods" ] || continue
+            left=1
+            find "$hierarchy/kubepods" -name cgroup.procs -exec cat {} + 2>/dev/null | xargs -r kill -9 2>/dev/null || true
+            find "$hierarchy/kubepods" -depth -type d -exec rmdir {} + 2>/dev/null || true
+        done
+        [ -z "$left" ] && return 0
+        sleep 0.2
+    done
 }
 
 unmount_under() { # every mount at or below $1, deepest first
@@ -666,7 +691,10 @@ for n in json.load(sys.stdin)["Spec"]["linux"]["namespaces"]:
         print(n["path"])' >>"$run/netns.leftover" 2>/dev/null || true
         done
         for c in $(ctr_ tasks ls -q 2>/dev/null); do ctr_ tasks kill -s KILL "$c" 2>/dev/null || true; done
-        sleep 1
+        for _ in $(seq 50); do # until no task runs (a loaded machine can take seconds)
+            ctr_ tasks ls 2>/dev/null | awk 'NR > 1 && $3 == "RUNNING"' | grep -q . || break
+            sleep 0.2
+        done
         for c in $(ctr_ tasks ls -q 2>/dev/null); do ctr_ tasks delete -f "$c" >/dev/null 2>&1 || true; done
         for c in $(ctr_ containers ls -q 2>/dev/null); do ctr_ containers delete "$c" >/dev/null 2>&1 || true; done
         for c in $(ctr_ snapshots ls 2>/dev/null | awk 'NR > 1 && $3 == "Active" {print $1}'); do
@@ -676,9 +704,11 @@ for n in json.load(sys.stdin)["Spec"]["linux"]["namespaces"]:
     stop_pid containerd
     # shims outlive containerd: any left for this node's containerd
     local pid
-    for pid in $(pgrep -f "containerd-shim-runc-v2 -namespace k8s.io .*-address $run/containerd/containerd.sock" || true); do
-        kill -9 "$pid" 2>/dev/null || true
-    done
+    local shims
+    shims=$(pgrep -f "containerd-shim-runc-v2 -namespace k8s.io .*-address $run/containerd/containerd.sock" || true)
+    for pid in $shims; do kill -9 "$pid" 2>/dev/null || true; done
+    # shellcheck disable=SC2086 # one pid per word
+    wait_gone $shims
     if [ -f "$run/netns.leftover" ]; then
         sort -u "$run/netns.leftover" | while read -r n; do
             case $n in /var/run/netns/cni-* | /run/netns/cni-*) ip netns del "$(basename "$n")" 2>/dev/null || true ;; esac
@@ -695,10 +725,7 @@ for n in json.load(sys.stdin)["Spec"]["linux"]["namespaces"]:
     ip link del "$bridge" 2>/dev/null || true
     restore_sysctls $tunables $netsysctls
     # the kubelet's cgroups (cgroupfs driver): /kubepods in every hierarchy, deepest first, once empty
-    local hierarchy
-    for hierarchy in /sys/fs/cgroup /sys/fs/cgroup/*; do
-        [ -d "$hierarchy/kubepods" ] && find "$hierarchy/kubepods" -depth -type d -exec rmdir {} + 2>/dev/null || true
-    done
+    remove_kubepods
     unmount_under "$run/"
     unmount_under "$cache/containerd-root/"
     unmount_under /run/containerd/
@@ -712,6 +739,12 @@ for n in json.load(sys.stdin)["Spec"]["linux"]["namespaces"]:
     fi
     [ -f "$run/br_netfilter.had" ] || { grep -qs '^br_netfilter ' /proc/modules && rmmod br_netfilter 2>/dev/null || true; }
     stop_pid lock-holder
+    # anything still running from the run directory (a component's child): killed and waited for
+    local strays
+    strays=$(pgrep -f "$run/" || true)
+    for pid in $strays; do kill -9 "$pid" 2>/dev/null || true; done
+    # shellcheck disable=SC2086 # one pid per word
+    wait_gone $strays
     rm -rf "$run"
 }
 

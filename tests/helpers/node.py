@@ -190,6 +190,25 @@ def host_state() -> dict[str, Any]:
     }
 
 
+def host_changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """What differs between two `host_state`s, one short line per key (the key first, so a
+    truncated log still names it): items added and removed, or the values that moved."""
+    lines = []
+    for key in before:
+        old, new = before[key], after[key]
+        if old == new:
+            continue
+        if isinstance(old, list):
+            added, removed = sorted(set(new) - set(old)), sorted(set(old) - set(new))
+            lines.append(f"{key}: added {added[:8]}, removed {removed[:8]}")
+        elif isinstance(old, dict):
+            moved = {k: (old.get(k), new.get(k)) for k in old.keys() | new.keys() if old.get(k) != new.get(k)}
+            lines.append(f"{key}: {moved}" if key != "iptables" else f"{key}: {host_changes(old, new)}")
+        else:
+            lines.append(f"{key}: {old!r} -> {new!r}")
+    return lines
+
+
 class OpenLoop:
     """Requests at a fixed rate, each on its own connection from a small pool of threads, whatever
     the answers' latency (open loop); counts what was sent and answered."""

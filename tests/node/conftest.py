@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from tests.helpers.cli import CROFT
 from tests.helpers.kube import ControlPlane
-from tests.helpers.node import COLLECTOR_IMAGE, REPO, SCRIPT, WEBAPP_IMAGE, Node, host_state
+from tests.helpers.node import COLLECTOR_IMAGE, REPO, SCRIPT, WEBAPP_IMAGE, Node, host_changes, host_state
 
 
 def _script(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
@@ -67,9 +67,8 @@ def node() -> Iterator[Node]:
         plane.http.close()
         down = _script("down", timeout=300)
         assert down.returncode == 0, f"scripts/kube-node.sh down failed: {down.stderr[-2000:]}"
-        after = host_state()
-        changed = {key: (before[key], after[key]) for key in before if before[key] != after[key]}
-        assert not changed, f"scripts/kube-node.sh down left the host changed (before, after): {changed}"
+        changed = host_changes(before, host_state())
+        assert not changed, f"scripts/kube-node.sh down left the host changed: {'; '.join(changed)}"
 
 
 @pytest.fixture
