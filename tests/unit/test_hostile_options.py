@@ -46,7 +46,14 @@ def scale_argv(option: str, value: str) -> list[str]:
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf", "0", "1e-300", "1e300"])
 @pytest.mark.parametrize(
     "option",
-    ["--interval", "--stabilization-secs", "--calls-per-request", "--cpu-per-request-ms", "--target"],
+    [
+        "--interval",
+        "--stabilization-secs",
+        "--calls-per-request",
+        "--cpu-per-request-ms",
+        "--target",
+        "--drain-secs",
+    ],
 )
 def test_scale_refuses_non_finite_zero_and_absurd_numbers(option: str, value: str) -> None:
     if option == "--stabilization-secs" and value in ("0", "1e-300"):

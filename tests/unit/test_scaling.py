@@ -152,7 +152,8 @@ def test_config_problems_are_one_sentence() -> None:
 
 @pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf, 0.0, -1.0, 1e-300, 1e300])
 @pytest.mark.parametrize(
-    "field", ["calls_per_request", "cpu_per_request_ms", "target", "interval_s", "stabilization_s"]
+    "field",
+    ["calls_per_request", "cpu_per_request_ms", "target", "interval_s", "stabilization_s", "drain_s"],
 )
 def test_non_finite_zero_and_absurd_options_are_refused(field: str, value: float) -> None:
     if field == "stabilization_s" and value in (0.0, 1e-300):

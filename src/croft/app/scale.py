@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, TextIO
 from cyclopts import Parameter
 
 from croft.domain.deploy.manifests import COLLECTOR_SELECTOR, METRICS_PORT
+from croft.domain.scaling.sizing import DRAIN_S
 from croft.errors import UserError
 
 if TYPE_CHECKING:
@@ -35,6 +36,15 @@ def scale(
     stabilization_secs: Annotated[
         float, Parameter(help="scale down only to the most any poll asked for in this window, s (the HPA's)")
     ] = 300.0,
+    drain_secs: Annotated[
+        float,
+        Parameter(
+            help="scale up, in one step, also for the requests already queued in the pods, enough to "
+            "drain them within this many seconds at the full CPU limit (when the signal measures a "
+            "backlog). Every replica it adds is kept for the stabilization window, so halving it "
+            "doubles those replicas"
+        ),
+    ] = DRAIN_S,
     collector_namespace: Annotated[str, Parameter(help="the namespace of croft's collector pods")] = "croft",
     collector_selector: Annotated[
         str, Parameter(help="label selector of the collector pods")
@@ -59,7 +69,9 @@ def scale(
     ] = "logfmt",
 ) -> int:
     """Every poll, read the collectors' /metrics, turn the syscall rate of the Deployment's pods into a
-    request rate, and ask for rate x CPU per request / (CPU limit x target) replicas, rounded up.
+    request rate, and ask for rate x CPU per request / (CPU limit x target) replicas, plus backlog x
+    CPU per request / (--drain-secs x CPU limit) for the requests already queued, rounded up once:
+    a scale-up goes to that count in one step.
 
     Each poll logs one line: estimate_rps, desired, replicas=from->to, decision, reason, detail. An
     estimate ending in "+" is a lower bound: some data was missing or garbled (a collector did not
@@ -81,6 +93,7 @@ def scale(
         confirm_polls=confirm_polls,
         interval_s=interval,
         stabilization_s=stabilization_secs,
+        drain_s=drain_secs,
     )
     problem = config_problem(config)
     if problem is not None:

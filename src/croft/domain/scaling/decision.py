@@ -3,9 +3,13 @@
 `desired_replicas(observations, deployment, config, history)` is the whole policy, a pure function:
 
 - request rate (requests/s) = the summed `config.syscall` rate of the Deployment's containers,
-  from every collector's /metrics, ÷ `calls_per_request`;
-- desired = ceil(rate × CPU per request ÷ (CPU limit × target)), clamped to [1, max_replicas];
-- up: only once `confirm_polls` consecutive polls asked for more than the current replicas;
+  from every collector's /metrics, ÷ `calls_per_request`; the estimate may also carry a backlog of
+  queued requests;
+- desired = ceil(rate × CPU per request ÷ (CPU limit × target) + backlog × CPU per request ÷
+  (`drain_s` × CPU limit)), clamped to [1, max_replicas] (`croft.domain.scaling.sizing`): the
+  replicas the load needs and those that drain the backlog within `drain_s`, in one step;
+- up: only once `confirm_polls` consecutive polls asked for more than the current replicas, straight
+  to what the last of them asked for (never one replica at a time);
 - down: only when data is complete, the scaler has watched for a whole stabilization window, and
   every recommendation inside the window is below the current count (it scales to their maximum,
   as the HPA's scale-down stabilization does);
@@ -14,7 +18,9 @@
   bound: it may still confirm a scale-up (the true rate is at least as high) but it never scales
   down, and the window remembers such a poll as "keep the current count".
 
-Every `Decision` carries its reason as data and the history for the next poll.
+Every `Decision` carries its reason as data and the history for the next poll. `decide` is the
+policy on an estimate alone, whichever signal produced it; `desired_replicas` reads the estimate from
+the collectors' scrapes first.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from croft.domain.metrics import (
     BadExposition,
     parse_exposition,
 )
+from croft.domain.scaling.sizing import DRAIN_S, clamp_replicas, replica_need
 
 Action = Literal["up", "down", "hold"]
 ReasonCode = Literal[
@@ -65,6 +72,7 @@ class ScaleConfig:
     confirm_polls: int = 2
     interval_s: float = 2.0
     stabilization_s: float = 300.0
+    drain_s: float = DRAIN_S
 
     @property
     def stale_after_ms(self) -> int:
@@ -80,6 +88,7 @@ OPTION_RANGES: dict[str, tuple[float, float, str]] = {
     "--target": (0.01, 1.0, "a share of the CPU limit such as 0.7"),
     "--interval": (0.1, 3600.0, "seconds between polls"),
     "--stabilization-secs": (0.0, 86400.0, "seconds of the scale-down window"),
+    "--drain-secs": (1.0, 86400.0, "seconds to drain the queued requests in"),
 }
 
 
@@ -103,6 +112,7 @@ def config_problem(config: ScaleConfig) -> str | None:
         ("--target", config.target),
         ("--interval", config.interval_s),
         ("--stabilization-secs", config.stabilization_s),
+        ("--drain-secs", config.drain_s),
     )
     for option, value in floats:
         if (problem := _out_of_range(option, value)) is not None:
@@ -172,11 +182,13 @@ class ScaleHistory:
 @attrs.frozen
 class Estimate:
     """The request rate (requests/s; a lower bound unless `complete`), the containers it summed and
-    the gaps that made it incomplete, one sentence each."""
+    the gaps that made it incomplete, one sentence each; `backlog_requests` the requests queued in
+    the Deployment's pods (0 when the signal measures none)."""
 
     request_rate: float
     containers_counted: int
     gaps: tuple[str, ...]
+    backlog_requests: float = 0.0
 
     @property
     def complete(self) -> bool:
@@ -288,14 +300,21 @@ def _value(value: float) -> str:
     return "NaN" if math.isnan(value) else ("+Inf" if value == math.inf else repr(value))
 
 
-def replicas_for(request_rate: float, cpu_limit_cores: float, config: ScaleConfig) -> int:
-    """ceil(rate × CPU per request ÷ (CPU limit × target)), clamped to [1, max_replicas] (a need
-    beyond any float, from absurd rates, is max_replicas)."""
-    need = request_rate * (config.cpu_per_request_ms / 1000) / (cpu_limit_cores * config.target)
-    if not need < config.max_replicas:  # also NaN and +Inf
-        return config.max_replicas
-    # A need of exactly n must not become n + 1 through float noise (e.g. 2.0000000000000004).
-    return min(max(math.ceil(need - 1e-9), 1), config.max_replicas)
+def replicas_for(
+    request_rate: float, cpu_limit_cores: float, config: ScaleConfig, backlog_requests: float = 0.0
+) -> int:
+    """ceil(rate × CPU per request ÷ (CPU limit × target) + backlog × CPU per request ÷ (drain_s ×
+    CPU limit)), clamped to [1, max_replicas] (a need beyond any float, from absurd rates, is
+    max_replicas). See `croft.domain.scaling.sizing`."""
+    need = replica_need(
+        request_rate,
+        backlog_requests,
+        config.cpu_per_request_ms,
+        cpu_limit_cores,
+        config.target,
+        config.drain_s,
+    )
+    return clamp_replicas(need, config.max_replicas)
 
 
 def _gaps_text(gaps: tuple[str, ...]) -> str:
@@ -307,37 +326,76 @@ def _gaps_text(gaps: tuple[str, ...]) -> str:
 def desired_replicas(
     observations: Observations, deployment: DeploymentView, config: ScaleConfig, history: ScaleHistory
 ) -> Decision:
-    """This poll's decision. Invariants: `replicas` is within [1, max_replicas] whenever it differs
-    from `current`; an incomplete estimate never scales down; `confirm_polls` consecutive polls
-    asking for more always scale up by the last of them."""
+    """This poll's decision: the estimate read from the collectors' scrapes, then `decide`.
+    Invariants: `replicas` is within [1, max_replicas] whenever it differs from `current`; an
+    incomplete estimate never scales down; `confirm_polls` consecutive polls asking for more always
+    scale up by the last of them."""
     now = observations.now_ms
+    if not _has_cpu_limit(deployment):
+        return _hold(now, deployment, config, history, _no_cpu_limit(deployment))
+    if not any(pod.container_ids for pod in observations.pods):
+        reason = Reason("no-pods", f"deployment {deployment.name} has no pod with a started container")
+        return _hold(now, deployment, config, history, reason)
+    return decide(now, estimate_rate(observations, config), deployment, config, history)
+
+
+def _no_cpu_limit(deployment: DeploymentView) -> Reason:
+    return Reason("no-cpu-limit", f"deployment {deployment.name}'s pod template sets no CPU limit")
+
+
+def _has_cpu_limit(deployment: DeploymentView) -> bool:
+    return deployment.cpu_limit_cores is not None and deployment.cpu_limit_cores > 0
+
+
+def _remember(
+    now_ms: int, history: ScaleHistory, config: ScaleConfig, replicas: int
+) -> tuple[Recommendation, ...]:
+    """The window's recommendations with this poll's appended and those older than the window dropped."""
+    window_ms = int(config.stabilization_s * 1000)
+    kept = tuple(r for r in history.recommendations if now_ms - window_ms <= r.at_ms <= now_ms)
+    return (*kept, Recommendation(now_ms, replicas))
+
+
+def _hold(
+    now_ms: int,
+    deployment: DeploymentView,
+    config: ScaleConfig,
+    history: ScaleHistory,
+    reason: Reason,
+    estimate: Estimate | None = None,
+    desired: int | None = None,
+) -> Decision:
+    """Keep the current count; the window remembers it (or more, when `desired` asked for more)."""
+    current = deployment.replicas
+    first = history.first_poll_ms if history.first_poll_ms is not None else now_ms
+    keep = ScaleHistory(0, _remember(now_ms, history, config, max(current, desired or 0)), first)
+    return Decision("hold", current, current, desired, estimate, reason, keep)
+
+
+def decide(
+    now_ms: int,
+    estimate: Estimate,
+    deployment: DeploymentView,
+    config: ScaleConfig,
+    history: ScaleHistory,
+) -> Decision:
+    """The policy on an estimate, whichever signal produced it. One step up: once `confirm_polls`
+    polls in a row asked for more than the current replicas, scale to what the last of them asked
+    for (load and backlog together). Down only on a complete estimate, after a whole stabilization
+    window, to the most the window asked for."""
+    now = now_ms
     current = deployment.replicas
     first = history.first_poll_ms if history.first_poll_ms is not None else now
     window_ms = int(config.stabilization_s * 1000)
-
-    def remember(replicas: int) -> tuple[Recommendation, ...]:
-        kept = tuple(r for r in history.recommendations if r.at_ms >= now - window_ms and r.at_ms <= now)
-        return (*kept, Recommendation(now, replicas))
-
-    def hold(code: ReasonCode, detail: str, estimate: Estimate | None, desired: int | None) -> Decision:
-        keep = ScaleHistory(0, remember(max(current, desired or 0)), first)
-        return Decision("hold", current, current, desired, estimate, Reason(code, detail), keep)
-
-    if deployment.cpu_limit_cores is None or not deployment.cpu_limit_cores > 0:
-        return hold(
-            "no-cpu-limit", f"deployment {deployment.name}'s pod template sets no CPU limit", None, None
-        )
-    if not any(pod.container_ids for pod in observations.pods):
-        return hold(
-            "no-pods", f"deployment {deployment.name} has no pod with a started container", None, None
-        )
-    estimate = estimate_rate(observations, config)
-    desired = replicas_for(estimate.request_rate, deployment.cpu_limit_cores, config)
+    cpu_limit = deployment.cpu_limit_cores
+    if cpu_limit is None or not cpu_limit > 0:
+        return _hold(now, deployment, config, history, _no_cpu_limit(deployment))
+    desired = replicas_for(estimate.request_rate, cpu_limit, config, estimate.backlog_requests)
     bound = "" if estimate.complete else f" (a lower bound: {_gaps_text(estimate.gaps)})"
 
     if desired > current:
         streak = history.up_streak + 1
-        recs = remember(desired)
+        recs = _remember(now, history, config, desired)
         if streak >= config.confirm_polls:
             reason = Reason("scale-up", f"{streak} polls in a row asked for more than {current}{bound}")
             return Decision("up", desired, current, desired, estimate, reason, ScaleHistory(0, recs, first))
@@ -346,16 +404,13 @@ def desired_replicas(
             "hold", current, current, desired, estimate, reason, ScaleHistory(streak, recs, first)
         )
     if not estimate.complete:
-        return hold(
-            "incomplete",
-            f"data is incomplete, so no scale-down: {_gaps_text(estimate.gaps)}",
-            estimate,
-            desired,
-        )
+        detail = f"data is incomplete, so no scale-down: {_gaps_text(estimate.gaps)}"
+        return _hold(now, deployment, config, history, Reason("incomplete", detail), estimate, desired)
     if desired == current:
-        return hold("steady", f"{current} replicas match the estimate", estimate, desired)
+        reason = Reason("steady", f"{current} replicas match the estimate")
+        return _hold(now, deployment, config, history, reason, estimate, desired)
 
-    recs = remember(desired)
+    recs = _remember(now, history, config, desired)
     keep = ScaleHistory(0, recs, first)
     highest = max(r.replicas for r in recs)
     watched_ms = now - first

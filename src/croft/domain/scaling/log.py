@@ -8,8 +8,10 @@ a quote, an `=` or is empty, so that logfmt parsers (Loki, humanlog, go-logfmt) 
 
 (one line in the log).
 
-`estimate_rps` ends in `+` when the estimate is a lower bound (data was incomplete: a collector did
-not answer, was stale, or served a value that is not a rate ≥ 0); such a poll never scales down.
+`backlog_requests` (requests queued in the pods) follows `replicas=` when the estimate measured a
+backlog above 0. `estimate_rps` ends in `+` when the estimate is a lower bound (data was incomplete:
+a collector did not answer, was stale, or served a value that is not a rate ≥ 0); such a poll never
+scales down.
 JSON: one object per line with the same facts, numbers as numbers and `lower_bound` as a boolean.
 """
 
@@ -40,9 +42,13 @@ def quote(value: str) -> str:
 def decision_fields(decision: Decision) -> dict[str, str | int | float | bool | None]:
     """The facts of one poll's decision, for either format."""
     estimate = decision.estimate
+    backlog: dict[str, str | int | float | bool | None] = {}
+    if estimate is not None and estimate.backlog_requests > 0:  # only signals that measure a backlog
+        backlog["backlog_requests"] = round(estimate.backlog_requests, 1)
     return {
         "estimate_rps": None if estimate is None else round(estimate.request_rate, 2),
         "lower_bound": estimate is not None and not estimate.complete,
+        **backlog,
         "desired": decision.desired,
         "replicas_from": decision.current,
         "replicas_to": decision.replicas,
