@@ -24,6 +24,7 @@ from croft.adapters.dataset.tail import (
 )
 from croft.domain.dataset.codec import encode_row
 from croft.domain.dataset.row import Row
+from croft.domain.top.table import build_table
 from croft.errors import UserError
 from tests.helpers.rows import T0_MS, encode, make_row, poll
 
@@ -229,6 +230,32 @@ def test_per_node_directories_give_each_node_its_newest_poll(tmp_path: Path) -> 
         ("gpu-b", [20, 21]),
     ]
     assert snapshot.notes == ("cpu-c: no complete poll yet",)
+
+
+def test_a_node_is_named_by_its_rows_node_key_and_by_its_directory_only_without_one(tmp_path: Path) -> None:
+    """Directories named after a copy (`croft collect` into any name) or a renamed host still show
+    the node each collector wrote into its rows; rows of older collectors, without the key, fall
+    back to the directory's name, and a single dataset to this machine's."""
+    named = [attrs.evolve(row, node="gpu-node-7") for row in poll(T0_MS, 2, first_tgid=10)]
+    (tmp_path / "copy-of-a").mkdir()
+    write(tmp_path / "copy-of-a" / LIVE_NAME, encode(named))
+    (tmp_path / "old-b").mkdir()
+    write(tmp_path / "old-b" / LIVE_NAME, encode(poll(T0_MS, 2, first_tgid=20)))
+    snapshot = read_newest(tmp_path, "here")
+    assert [(p.node, [r.tgid for r in p.rows]) for p in snapshot.polls] == [
+        ("gpu-node-7", [10, 11]),
+        ("old-b", [20, 21]),
+    ]
+    table = build_table(snapshot.polls, T0_MS)
+    assert "2 nodes (gpu-node-7, old-b)" in table.header
+    node_cells = {row.cells[0] for row in table.rows}
+    assert node_cells == {"gpu-node-7", "old-b"}
+    single = tmp_path / "single"
+    single.mkdir()
+    write(single / LIVE_NAME, encode(named))
+    assert [p.node for p in read_newest(single, "here").polls] == ["gpu-node-7"]
+    write(single / LIVE_NAME, encode(poll(T0_MS, 1)))
+    assert [p.node for p in read_newest(single, "here").polls] == ["here"]
 
 
 @pytest.mark.parametrize(

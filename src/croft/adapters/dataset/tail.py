@@ -277,9 +277,11 @@ def _tail_node(files: list[DatasetFile]) -> tuple[PollTail, str | None]:
 
 
 def read_newest(path: Path, local_node: str) -> TopSnapshot:
-    """The newest poll of each node under `path` (any path `files.find_files` takes). A single
-    file or dataset directory is node `local_node`. Raises `UserError` when `path` holds no
-    dataset, and `NoDataset` when it is a dataset file that is empty."""
+    """The newest poll of each node under `path` (any path `files.find_files` takes), named by its
+    rows' `node` key, as every reader names them; only rows of older collectors, without one, are
+    named by their per-node directory, or, in a single file or dataset directory, `local_node`.
+    Raises `UserError` when `path` holds no dataset, and `NoDataset` when it is a dataset file that
+    is empty."""
     files = find_files(path, local_node)
     if len(files) == 1 and files[0].path == path and files[0].size_bytes == 0 and files[0].problem is None:
         raise NoDataset(f"{shown(path)} is empty: no poll has been written yet")
@@ -303,7 +305,8 @@ def _snapshot(tails: list[tuple[str, PollTail, str | None]]) -> TopSnapshot:
         if tail.partial:
             notes.append(label + "the newest poll began beyond what was read; showing its newest rows")
         if tail.rows:
-            polls.append(NodePoll(node, tail.rows[-1].unix_ms, tail.rows, tail.earlier))
+            newest = tail.rows[-1]
+            polls.append(NodePoll(newest.node or node, newest.unix_ms, tail.rows, tail.earlier))
         elif len(tails) > 1:
             notes.append(label + "no complete poll yet")
     return TopSnapshot(tuple(polls), sum(t.skipped_lines for _, t, _ in tails), tuple(notes))
