@@ -322,6 +322,14 @@ def test_a_resize_redraws_for_the_new_width(tmux: Tmux, tmp_path: Path) -> None:
     assert all(len(line) <= 60 for line in narrow.splitlines())
     assert all(re.search(r" \d+ trainer +\d+\.\d ", row) for row in rows_of(narrow)), narrow
 
+    tmux("resize-window", "-t", "top", "-x", "160", "-y", "20")
+    at_160 = drawn(tmux, "the 160-column table", lambda s: "I/O/s" in s and "trainer" in s)
+    assert all(len(line) <= 160 for line in at_160.splitlines())
+    titles = next(line for line in at_160.splitlines() if "PID" in line)
+    assert titles.split()[-3:] == ["CGROUP", "BUSIEST", "SYSCALLS"]
+    for row in rows_of(at_160):  # the cgroup reads whole (its id cut), beside the syscalls
+        assert row.endswith(" /system.slice/docker-33813f5d0a1b….scope futex 282/s  read 12/s"), row
+
     tmux("resize-window", "-t", "top", "-x", "230", "-y", "20")
     widest = drawn(tmux, "the 230-column table", lambda s: full_cgroup in s)
     assert "FRAMEWORK" in widest and "I/O/s" in widest

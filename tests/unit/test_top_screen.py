@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from croft.domain.dataset.row import SyscallRate
 from croft.domain.times import BadTime, duration_ms, parse_time
+from croft.domain.top.cells import fit_cgroup, short_ids
 from croft.domain.top.keys import Screen, decode_keys, hint_line, press
 from croft.domain.top.layout import layout, lines
 from croft.domain.top.replay import Replay
@@ -135,24 +136,19 @@ def test_a_narrow_screen_drops_columns_but_keeps_pid_and_cpu(width: int) -> None
 
 
 def test_columns_are_dropped_in_priority_order_and_wide_screens_show_everything() -> None:
-    assert at_width(60)[0].split() == ["CONTAINER", "PID", "COMM", "CPU%", "RSS"]
+    # the syscalls (25 at least) do not fit; the narrower columns dropped before them come back
+    assert at_width(60)[0].split() == ["CONTAINER", "PID", "COMM", "WORKLOAD", "CPU%", "RSS", "NET/s", "AGE"]
     assert at_width(80)[0].split() == [
         *("CONTAINER", "PID", "COMM", "WORKLOAD", "CPU%", "RSS", "AGE", "BUSIEST", "SYSCALLS")
     ]
+    # a cgroup under 28 characters does not read: dropped, and the narrow columns use the room
     assert at_width(100)[0].split() == [
-        *(
-            "CONTAINER",
-            "PID",
-            "COMM",
-            "WORKLOAD",
-            "CPU%",
-            "RSS",
-            "NET/s",
-            "AGE",
-            "CGROUP",
-            "BUSIEST",
-            "SYSCALLS",
-        )
+        *("CONTAINER", "PID", "COMM", "FRAMEWORK", "WORKLOAD", "CPU%", "RSS", "NET/s", "I/O/s", "AGE"),
+        *("BUSIEST", "SYSCALLS"),
+    ]
+    assert at_width(120)[0].split() == [
+        *("CONTAINER", "PID", "COMM", "WORKLOAD", "CPU%", "RSS", "NET/s", "I/O/s", "AGE", "CGROUP"),
+        *("BUSIEST", "SYSCALLS"),
     ]
     wide_titles, wide_rows = at_width(300)
     assert wide_titles.split() == [
@@ -168,6 +164,117 @@ def test_columns_are_dropped_in_priority_order_and_wide_screens_show_everything(
         in wide_rows[0]
     )
     assert at_width(None) == (wide_titles, wide_rows)
+
+
+KUBE_POD = "pod904f341f-15dc-47c0-bce2-167b5d41bb35"
+CGROUPS = {
+    # container id: its cgroup, as the kubelet's cgroupfs and systemd drivers, docker and systemd
+    # name them (the container-id table's layouts)
+    "abd70765cd741b352b86f73dcf7649a2ac90506e591ef522cb9ebe1ae6fdd69b": (
+        f"/kubepods/besteffort/{KUBE_POD}/abd70765cd741b352b86f73dcf7649a2ac90506e591ef522cb9ebe1ae6fdd69b"
+    ),
+    "032b73284bb57b5cd3e89d320bb662a8c979cb061b943cfc46f57327e5920673": (
+        "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod17788b95_03b9_6d91_aba0_18ea9d19ee45"
+        ".slice/cri-containerd-032b73284bb57b5cd3e89d320bb662a8c979cb061b943cfc46f57327e5920673.scope"
+    ),
+    "c85f0d46903715c8fcaf4a5acfa6cf3e53e6d093db87872d336b1a45282ee0bc": (
+        "/system.slice/docker-c85f0d46903715c8fcaf4a5acfa6cf3e53e6d093db87872d336b1a45282ee0bc.scope"
+    ),
+}
+
+
+def mixed_cgroups() -> NodePoll:
+    """Containers of three runtimes' cgroup layouts and a host service, all busy."""
+    rows = [
+        make_row(10 + k, T0_MS, container_id=cid, cgroup=cgroup, comm=f"worker-{k}", syscalls=MANY_CALLS)
+        for k, (cid, cgroup) in enumerate(CGROUPS.items())
+    ]
+    rows.append(
+        make_row(
+            2,
+            T0_MS,
+            container_id=None,
+            cwd="/",
+            comm="containerd",
+            cgroup="/system.slice/containerd.service",
+            syscalls=MANY_CALLS,
+        )
+    )
+    return NodePoll("gpu-a", T0_MS, tuple(rows))
+
+
+def cgroup_cells(width: int) -> dict[str, str]:
+    """comm -> the CGROUP cell as drawn at `width` (stripped)."""
+    table = build_table([mixed_cgroups()], T0_MS)
+    titles, rows = lines(table, layout(table, width))
+    start = titles.index("CGROUP")
+    end = titles.index("BUSIEST")
+    comm_at = titles.index("COMM")
+    return {row[comm_at:].split()[0]: row[start:end].strip() for row in rows}
+
+
+def test_short_ids_cut_container_ids_and_pod_uids_as_docker_ps_does() -> None:
+    assert short_ids(CGROUPS["abd70765cd741b352b86f73dcf7649a2ac90506e591ef522cb9ebe1ae6fdd69b"]) == (
+        "/kubepods/besteffort/pod904f341f…/abd70765cd74…"
+    )
+    assert short_ids(CGROUPS["032b73284bb57b5cd3e89d320bb662a8c979cb061b943cfc46f57327e5920673"]) == (
+        "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod17788b95….slice/"
+        "cri-containerd-032b73284bb5….scope"
+    )
+    for unchanged in ("/system.slice/docker-c85f0d469037.scope", "/user.slice/user-1000.slice/s-3.scope"):
+        assert short_ids(unchanged) == unchanged
+
+
+@given(
+    st.sampled_from([*CGROUPS.values(), "/system.slice/containerd.service", "/", "/init.scope"]),
+    st.integers(min_value=1, max_value=200),
+)
+def test_a_cut_cgroup_is_whole_or_its_short_form_or_an_end_of_that(path: str, width: int) -> None:
+    cell = fit_cgroup(path, width)
+    assert len(cell) <= width
+    short = short_ids(path)
+    assert cell in (path, short) or (cell.startswith("…") and short.endswith(cell[1:]))
+    if len(short) <= width:
+        assert cell in (path, short)
+
+
+def test_at_160_columns_every_cgroup_reads_beside_the_busiest_syscalls() -> None:
+    """The cgroup column is no longer squeezed to its last 12 characters by the syscalls: at 160
+    columns each cgroup shows its unit and container id (ids cut), and the busiest syscall still
+    shows, whole."""
+    cells = cgroup_cells(160)
+    assert cells == {
+        "worker-0": "/kubepods/besteffort/pod904f341f…/abd70765cd74…",
+        "worker-1": "…/cri-containerd-032b73284bb5….scope",
+        "worker-2": "/system.slice/docker-c85f0d469037….scope",
+        "containerd": "/system.slice/containerd.service",
+    }
+    table = build_table([mixed_cgroups()], T0_MS)
+    titles, rows = lines(table, layout(table, 160))
+    assert all(len(line) <= 160 for line in [titles, *rows])
+    assert titles.split()[:11] == [
+        *("CONTAINER", "PID", "COMM", "FRAMEWORK", "WORKLOAD", "CPU%", "RSS", "NET/s", "I/O/s", "AGE"),
+        "CGROUP",
+    ]
+    assert all(row.endswith(" clock_nanosleep 9.0k/s  …") for row in rows), rows
+
+
+@pytest.mark.parametrize("width", [80, 100, 120, 140, 160, 200, 240])
+def test_a_shown_cgroup_names_its_unit_and_a_table_fits_its_width(width: int) -> None:
+    table = build_table([mixed_cgroups()], T0_MS)
+    titles, rows = lines(table, layout(table, width))
+    assert all(len(line) <= width for line in [titles, *rows])
+    assert {"PID", "CPU%", "COMM", "CONTAINER"} <= set(titles.split())
+    if "CGROUP" not in titles:
+        assert width < 140
+        return
+    for comm, cell in cgroup_cells(width).items():
+        container = next((c for c in CGROUPS if f"worker-{list(CGROUPS).index(c)}" == comm), None)
+        if container is None:
+            assert cell.endswith("containerd.service")
+        else:
+            assert container[:12] in cell, (width, cell)  # the id, never cut to its last digits
+            assert len(cell) >= 28 or cell == short_ids(CGROUPS[container])
 
 
 def test_syscall_names_are_never_cut_only_whole_ones_left_out() -> None:

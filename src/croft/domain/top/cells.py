@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from croft.domain.dataset import Row
 from croft.domain.utc import readable
 
@@ -135,5 +137,43 @@ def short_age(ms: int) -> str:
 
 
 def cgroup_cell(row: Row, max_chars: int) -> str:
-    """The process's cgroup path in at most `max_chars`, its end kept (the end names the unit)."""
-    return truncate(row.process.cgroup or "/", max(max_chars, 1), keep_end=True)
+    """The process's cgroup path in at most `max_chars`, cut as `fit_cgroup` cuts it."""
+    return fit_cgroup(truncate(row.process.cgroup or "/", 4096), max(max_chars, 1))
+
+
+SHORT_UUID_CHARS = 8
+_LONG_ID = re.compile(  # an id starts a name, after a "-" or "_", or after "pod" (the kubelet's pod<uid>)
+    r"(?<![0-9a-z])(?P<pod>pod)?"
+    r"(?P<id>[0-9a-f]{8}(?:[-_][0-9a-f]{4}){3}[-_][0-9a-f]{12}|[0-9a-f]{16,})(?![0-9a-z])"
+)
+
+
+def short_ids(path: str) -> str:
+    """`path` with each long id in it cut, as `docker ps` and the CONTAINER column cut them: a
+    container id (16 or more hex digits) to its first 12 and an ellipsis, a pod UUID (dashes or,
+    in systemd unit names, underscores) to its first 8 and an ellipsis.
+    "/kubepods/besteffort/pod904f341f-15dc-…-167b5d41bb35/abd70765…" ->
+    "/kubepods/besteffort/pod904f341f…/abd70765cd74…"."""
+
+    def cut(match: re.Match[str]) -> str:
+        text = match["id"]
+        keep = SHORT_UUID_CHARS if len(text) == 36 and text[8] in "-_" else SHORT_ID_CHARS
+        return (match["pod"] or "") + text[:keep] + ELLIPSIS
+
+    return _LONG_ID.sub(cut, path)
+
+
+def fit_cgroup(path: str, max_chars: int) -> str:
+    """A cgroup path in at most `max_chars` (>= 1): whole when it fits; else with its long ids cut
+    (`short_ids`); else its end, from a directory where that leaves at least half the width (the
+    end names the unit: docker-<id>.scope, cri-containerd-<id>.scope, the pod's container)."""
+    if len(path) <= max_chars:
+        return path
+    short = short_ids(path)
+    if len(short) <= max_chars:
+        return short
+    end = truncate(short, max_chars, keep_end=True)
+    slash = end.find("/", 1)
+    if slash > 0 and len(end) - slash >= max_chars // 2:
+        return ELLIPSIS + end[slash:]
+    return end

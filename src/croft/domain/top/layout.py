@@ -1,67 +1,141 @@
 """Which columns of croft top's table a screen width holds, and the lines they make (pure).
 
 `layout(table, width)` starts from every column at its natural width (its widest cell or title).
-Where that is too wide, the columns that can give way do so first (the cgroup, then the syscalls,
-down to their `min_chars`), then columns are dropped, lowest `keep` first, until the rest fits:
-PID, CPU%, COMM and CONTAINER stay longest. A wide screen shows every column in full: the whole
-cgroup path and up to eight busiest syscalls. `lines(table, widths)` pads and cuts the cells.
+Where that is too wide, the columns that can give way do so first, in two steps: both down to what
+still reads (`readable_widths`: the cgroup to its path with long ids cut as `docker ps` cuts them,
+at most 40 characters; the syscalls to two or three whole ones), the longer giving way first, then
+each further, down to its `min_chars` (the cgroup first, as it is dropped first). Only then are
+columns dropped, highest `keep` first, until the rest fits (PID, CPU%, COMM and CONTAINER stay
+longest), and a narrow column dropped on the way comes back if it fits beside the rest. A wide
+screen shows every column in full: the whole cgroup path and up to eight busiest syscalls.
+`lines(table, widths)` pads and cuts the cells.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from croft.domain.top.cells import fit_items, truncate
+import attrs
+
+from croft.domain.top.cells import fit_cgroup, fit_items, short_ids, truncate
 from croft.domain.top.table import Column, TopTable
 
 GAP = 1  # spaces between columns
 
 
-def natural_widths(table: TopTable) -> list[int]:
+def natural_widths(table: TopTable) -> tuple[int, ...]:
     """Each column's widest cell or title."""
-    return [
+    return tuple(
         max([len(column.title), *(len(row.cells[index]) for row in table.rows)])
         for index, column in enumerate(table.columns)
-    ]
+    )
+
+
+@attrs.frozen
+class Sizes:
+    """What `layout` weighs for each column: its `natural` width (widest cell or title), the width
+    its cells take once cut the first way (`cut`: a cgroup with its long ids cut; else natural)
+    and, for a column that gives way, the `readable` width it keeps while another has more."""
+
+    natural: tuple[int, ...]
+    cut: tuple[int, ...]
+    readable: tuple[int, ...]
+
+    @classmethod
+    def of(cls, table: TopTable) -> Sizes:
+        natural = natural_widths(table)
+        cut, readable = list(natural), list(natural)
+        for index, column in enumerate(table.columns):
+            if column.key == "cgroup":
+                short = (short_ids(row.cells[index]) for row in table.rows)
+                cut[index] = max([len(column.title), *(len(cell) for cell in short)])
+            if column.readable_chars is not None:
+                readable[index] = min(cut[index], column.readable_chars)
+        return cls(tuple(natural), tuple(cut), tuple(readable))
 
 
 def layout(table: TopTable, width: int | None) -> list[int | None]:
     """The width of each column of `table` in `width` characters (None: no limit), None for a
     column dropped."""
-    natural = natural_widths(table)
+    sizes = Sizes.of(table)
+    natural = sizes.natural
     if width is None:
         return list(natural)
     kept = set(range(len(table.columns)))
     drop_order = sorted(kept, key=lambda i: (-table.columns[i].keep, -i))
+    dropped: list[int] = []
     while True:
-        widths = _squeezed(table.columns, natural, kept, width)
+        widths = _squeezed(table, sizes, kept, width)
         if widths is not None or len(kept) == 1:
             break
-        kept.discard(drop_order.pop(0))
+        dropped.append(drop_order.pop(0))
+        kept.discard(dropped[-1])
+    for index in reversed(dropped[:-1]):  # a narrower column dropped before the last may fit again
+        wider = _squeezed(table, sizes, kept | {index}, width)
+        if wider is not None:
+            kept.add(index)
+            widths = wider
     if widths is None:  # a screen narrower than the one column left: cut it
         (only,) = kept
         widths = [min(natural[only], max(width, 1)) if i == only else None for i in range(len(natural))]
     return widths
 
 
-def _squeezed(
-    columns: Sequence[Column], natural: list[int], kept: set[int], width: int
-) -> list[int | None] | None:
-    """The kept columns' widths within `width`, flexible columns narrowed as far as their
-    `min_chars` (the cgroup first); None when they cannot fit."""
-    widths: list[int | None] = [natural[i] if i in kept else None for i in range(len(columns))]
-    flexible = [i for i in sorted(kept, key=lambda i: -columns[i].keep) if columns[i].min_chars is not None]
+def _squeezed(table: TopTable, sizes: Sizes, kept: set[int], width: int) -> list[int | None] | None:
+    """The kept columns' widths within `width`, or None when they cannot fit. The flexible columns
+    give way: a cgroup too long for the room is cut to its short-id form; then both come down to
+    their readable widths, the one furthest above its own giving each character (so a long cgroup
+    and a long syscall list share what is left); then one at a time as far as their `min_chars`
+    (the one dropped first, the cgroup, first). Last, a flexible column wider than its cut cells
+    hands the spare characters to the other."""
+    columns = table.columns
+    widths: list[int | None] = [sizes.natural[i] if i in kept else None for i in range(len(columns))]
+    flexible = sorted((i for i in kept if columns[i].min_chars is not None), key=lambda i: -columns[i].keep)
     over = sum(w for w in widths if w is not None) + GAP * (len(kept) - 1) - width
-    for index in flexible:  # the first to be dropped gives way first
-        if over <= 0:
+    sized = {i: sizes.natural[i] for i in flexible}
+    for index in flexible:
+        if over > 0 and sizes.cut[index] < sized[index]:
+            over -= sized[index] - sizes.cut[index]
+            sized[index] = sizes.cut[index]
+    while over > 0:
+        room = {i: w - sizes.readable[i] for i, w in sized.items() if w > sizes.readable[i]}
+        if not room:
             break
-        current = widths[index]
-        assert current is not None
+        widest = max(room, key=lambda i: (room[i], -flexible.index(i)))
+        sized[widest] -= 1
+        over -= 1
+    for index in flexible:
         floor = max(columns[index].min_chars or 0, len(columns[index].title))
-        give = min(over, max(current - floor, 0))
-        widths[index] = current - give
+        give = min(max(over, 0), max(sized[index] - floor, 0))
+        sized[index] -= give
         over -= give
-    return widths if over <= 0 else None
+    if over > 0:
+        return None
+    _share_spare(table, sizes, sized)
+    for index, size in sized.items():
+        widths[index] = size
+    return widths
+
+
+def _share_spare(table: TopTable, sizes: Sizes, sized: dict[int, int]) -> None:
+    """Narrow each flexible column in `sized` to its widest cell once cut to it (whole syscalls, a
+    cgroup's short form), and give what that frees to another whose cells then show more."""
+    for index in list(sized):
+        used = _used(table, index, sized[index])
+        spare = sized[index] - used
+        sized[index] = used
+        for other in sized:
+            wider = min(sizes.natural[other], sized[other] + spare)
+            if other != index and _used(table, other, wider) > _used(table, other, sized[other]):
+                sized[other] = wider
+                break
+
+
+def _used(table: TopTable, index: int, width: int) -> int:
+    """The characters column `index`'s cells take when cut to `width`, its title's at least."""
+    column = table.columns[index]
+    cells = (fit(column, row.cells[index], width).rstrip() for row in table.rows)
+    return max([len(column.title), *(len(cell) for cell in cells)])
 
 
 def fit(column: Column, text: str, width: int) -> str:
@@ -69,6 +143,8 @@ def fit(column: Column, text: str, width: int) -> str:
     if len(text) > width:
         if column.key == "syscalls":
             text = fit_items(text, width)
+        elif column.key == "cgroup":
+            text = fit_cgroup(text, width)
         else:
             text = truncate(text, width, keep_end=column.key in ("cgroup", "container"))
     return text.rjust(width) if column.justify == "right" else text.ljust(width)

@@ -42,7 +42,9 @@ SORTS: tuple[str, ...] = ("cpu", "memory", "syscalls", "pid")
 class Column:
     """A table column: its key and title, "left" or "right" justified, the most characters a cell
     takes, `keep` (a lower one is dropped later on a narrow screen) and, for a column that gives
-    way before being dropped (the cgroup, the syscalls), `min_chars`."""
+    way before being dropped (the cgroup, the syscalls), `min_chars` and `readable_chars`: the
+    width it keeps while others still have more (the cgroup with its ids cut, two or three
+    syscalls)."""
 
     key: str
     title: str
@@ -50,6 +52,7 @@ class Column:
     max_chars: int = 16
     keep: int = 0
     min_chars: int | None = None
+    readable_chars: int | None = None
 
 
 COLUMNS: tuple[Column, ...] = (
@@ -64,8 +67,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("net", "NET/s", "right", 5, keep=9),
     Column("io", "I/O/s", "right", 5, keep=10),
     Column("age", "AGE", "right", 4, keep=6),
-    Column("cgroup", "CGROUP", max_chars=CGROUP_CHARS, keep=8, min_chars=12),
-    Column("syscalls", "BUSIEST SYSCALLS", max_chars=200, keep=5, min_chars=25),
+    Column("cgroup", "CGROUP", max_chars=CGROUP_CHARS, keep=8, min_chars=28, readable_chars=40),
+    Column("syscalls", "BUSIEST SYSCALLS", max_chars=200, keep=5, min_chars=25, readable_chars=30),
 )
 """Every column in screen order; NODE is there only with several nodes."""
 
