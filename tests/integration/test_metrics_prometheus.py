@@ -54,12 +54,28 @@ def _renamed(value: object) -> object:
     return value
 
 
+def _with_psi_totals(polls: list[dict[str, object]]) -> list[dict[str, object]]:
+    """The polls with PSI `some total` counters in their cgroup samples, which the capture predates:
+    each resource's avg10 share of a 2 s poll, summed (microseconds)."""
+    totals: dict[tuple[str, str], int] = {}
+    for poll in polls:
+        for sample in poll.get("cgroups", []):  # type: ignore[attr-defined]
+            for resource in ("cpu", "memory", "io"):
+                key = (json.dumps(sample["membership"]), resource)
+                share = (sample.get(f"{resource}_pressure_avg10") or 0.0) / 100
+                totals[key] = totals.get(key, 0) + round(share * 2_000_000)
+                sample[f"{resource}_pressure_stalled_us"] = totals[key]
+    return polls
+
+
 def hostile_trace(directory: Path) -> Path:
-    """fixtures/traces/live with every `/croft-fixture` cgroup path renamed to HOSTILE_CGROUP."""
+    """fixtures/traces/live with every `/croft-fixture` cgroup path renamed to HOSTILE_CGROUP, and
+    PSI totals added."""
     (source,) = TRACE.glob("*.jsonl.zst")
     with source.open("rb") as raw:
         lines = io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(raw)).read().splitlines()
-    out = [lines[0]] + [json.dumps(_renamed(json.loads(line))).encode() for line in lines[1:]]
+    polls = _with_psi_totals([_renamed(json.loads(line)) for line in lines[1:]])  # type: ignore[misc]
+    out = [lines[0]] + [json.dumps(poll).encode() for poll in polls]
     directory.mkdir()
     (directory / source.name).write_bytes(zstandard.ZstdCompressor().compress(b"\n".join(out) + b"\n"))
     return directory
@@ -197,7 +213,13 @@ def test_promtool_finds_no_problem_in_croft_runs_real_body(croft_metrics: str) -
     if promtool is None:
         pytest.skip("promtool is not installed; scripts/system-deps.sh installs Debian's prometheus")
     body = httpx.get(croft_metrics, timeout=10).content
-    for expected in ("croft_build_info{version=", "process_cpu_seconds_total", "croft_poll_seconds_bucket"):
+    for expected in (
+        "croft_build_info{version=",
+        "process_cpu_seconds_total",
+        "croft_poll_seconds_bucket",
+        "# TYPE croft_container_pressure_waiting_seconds_total counter\n"
+        "croft_container_pressure_waiting_seconds_total{",
+    ):
         assert expected.encode() in body
     checked = subprocess.run([promtool, "check", "metrics"], input=body, capture_output=True, timeout=60)
     assert checked.returncode == 0, (checked.stdout + checked.stderr).decode()

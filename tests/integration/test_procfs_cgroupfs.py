@@ -14,7 +14,12 @@ import pytest
 from croft.adapters.host.cgroupfs import CgroupFS
 from croft.adapters.host.procfs import ProcFS
 from croft.domain.collector.container import row_cgroup
-from croft.domain.collector.procparse import parse_flat_keyed, parse_psi_some_avg10, parse_stat
+from croft.domain.collector.procparse import (
+    parse_flat_keyed,
+    parse_psi_some,
+    parse_psi_some_avg10,
+    parse_stat,
+)
 from croft.domain.collector.snapshot import CgroupMembership
 
 PROCFS = Path(__file__).resolve().parents[2] / "fixtures" / "procfs"
@@ -87,6 +92,37 @@ def test_live_host_reads_this_process() -> None:
         assert group.cpu_usage_ns is None
 
 
+@pytest.mark.root
+def test_live_host_psi_totals_are_the_kernels_counters() -> None:
+    """A busy process in a v2 cgroup of its own: croft reads the PSI `some total` of each resource
+    between two reads of the file itself (the counter only grows)."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to make a cgroup")
+    cgroupfs = CgroupFS()
+    if cgroupfs.unified is None:
+        pytest.skip("this host has no cgroup v2 hierarchy, where PSI lives")
+    own = Path(cgroupfs.unified) / f"croft-psi-test-{os.getpid()}"
+    own.mkdir()
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        (own / "cgroup.procs").write_text(f"{busy.pid}\n")
+        if not (own / "cpu.pressure").exists():
+            pytest.skip(f"{own}/cpu.pressure does not exist: the kernel has no PSI (psi=0 or CONFIG_PSI off)")
+        samples, _ = ProcFS().scan(lambda tgid, _: tgid == busy.pid)
+        (process,) = samples
+        assert row_cgroup(process.cgroups) == process.cgroups.unified == f"/{own.name}"
+        before = parse_psi_some((own / "cpu.pressure").read_bytes())[1]
+        (group,) = cgroupfs.read_all([process.cgroups])
+        after = parse_psi_some((own / "cpu.pressure").read_bytes())[1]
+        assert before is not None and after is not None
+        assert before <= (group.cpu_pressure_stalled_us or -1) <= after
+        assert group.memory_pressure_stalled_us is not None and group.io_pressure_stalled_us is not None
+    finally:
+        busy.kill()
+        busy.wait()
+        own.rmdir()
+
+
 SPLIT = PROCFS / "split"
 
 
@@ -109,6 +145,7 @@ def test_split_hybrid_paths_read_every_number_from_the_row_cgroup() -> None:
     assert group_a.cpu_pressure_avg10 == parse_psi_some_avg10(
         (cg / "unified" / "croft-split" / "cpu.pressure").read_bytes()
     )
+    assert group_a.cpu_pressure_stalled_us == 1_555_435  # its `some total=`, microseconds
     # the v2 tree of a hybrid host has no memory or CPU bandwidth files; the v1 ones are elsewhere
     assert (group_a.memory_bytes, group_a.oom_kills, group_a.nr_periods) == (None, None, None)
     v1_usage = int((cg / "cpuacct" / "croft-split-v1" / "cpuacct.usage").read_text())

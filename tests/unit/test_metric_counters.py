@@ -61,6 +61,22 @@ def test_cpu_and_cfs_counters_are_the_cgroups_own_kernel_counters() -> None:
     assert info.value == 1.0 and info.label(names.LABEL_POD_UID) == ""
 
 
+def test_pressure_waiting_seconds_are_the_cgroups_own_psi_totals() -> None:
+    """PSI as counters, as node_exporter and cAdvisor export it: `some total` microseconds as
+    seconds; a resource without a total (cgroup v1, an old kernel) has no series, and a poll that
+    misses one keeps the last value read, so the counter never goes down."""
+    waiting = names.CONTAINER_PRESSURE_WAITING_SECONDS_TOTAL
+    totals = {"cpu_pressure_stalled_us": 735_524_108, "memory_pressure_stalled_us": 1_555_435}
+    memory = MetricsMemory()
+    seen = []
+    for second, sample in ((2, totals), (4, {**totals, "cpu_pressure_stalled_us": None}), (6, {})):
+        current = poll(second, (proc(1),), (cgroup(WATCHED, **sample),))
+        samples, memory = series(current, [member_row(WATCHED, 1, {"read": 1.0})], HEALTH, memory)
+        seen.append({s.label(names.LABEL_RESOURCE): s.value for s in samples if s.name == waiting})
+    assert seen[0] == {"cpu": 735.524108, "memory": 1.555435}
+    assert seen[1] == seen[2] == seen[0]  # no io total ever read: no io series
+
+
 def test_without_kernel_counters_cpu_seconds_integrate_the_cgroup_cores() -> None:
     after = run(
         [(2, {"read": 1.0}), (6, {"read": 1.0})], cpu_usage_ns=None, nr_periods=None, nr_throttled=None

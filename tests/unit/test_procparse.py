@@ -12,6 +12,7 @@ from croft.domain.collector.procparse import (
     parse_cgroup_membership,
     parse_io,
     parse_maps_libraries,
+    parse_psi_some,
     parse_psi_some_avg10,
     parse_schedstat,
     parse_stat,
@@ -73,8 +74,21 @@ def test_maps_libraries() -> None:
 
 def test_psi() -> None:
     assert parse_psi_some_avg10(b"some avg10=1.25 avg60=0.3 avg300=0.1 total=5\nfull avg10=0.00\n") == 1.25
-    with pytest.raises(Unparsable):
-        parse_psi_some_avg10(b"full avg10=0.00\n")
+    assert parse_psi_some(
+        b"some avg10=76.45 avg60=89.30 avg300=79.28 total=735524108\nfull avg10=0.00 total=0\n"
+    ) == (
+        76.45,
+        735_524_108,
+    )
+    assert parse_psi_some(b"some avg10=0.00 avg60=0.00 avg300=0.00\n") == (0.0, None)
+    for bad in (
+        b"full avg10=0.00\n",
+        b"some avg10=x total=1\n",
+        b"some avg10=1.0 total=1e3\n",
+        b"some total=4\n",
+    ):
+        with pytest.raises(Unparsable):
+            parse_psi_some(bad)
 
 
 @given(

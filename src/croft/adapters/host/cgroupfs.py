@@ -29,7 +29,7 @@ from croft.domain.collector.container import row_cgroup
 from croft.domain.collector.procparse import (
     Unparsable,
     parse_flat_keyed,
-    parse_psi_some_avg10,
+    parse_psi_some,
     parse_single_int,
 )
 from croft.domain.collector.snapshot import CgroupMembership, CgroupSample
@@ -112,6 +112,10 @@ class CgroupFS:
         else:
             memory = _int(get(self._v2(membership, "memory.current", at)))
             oom = _keyed(get(self._v2(membership, "memory.events", at))).get("oom_kill")
+        cpu_psi, memory_psi, io_psi = (
+            _psi(get(self._v2(membership, name, at)))
+            for name in ("cpu.pressure", "memory.pressure", "io.pressure")
+        )
         return CgroupSample(
             membership=membership,
             cpu_usage_ns=usage_ns,
@@ -119,9 +123,12 @@ class CgroupFS:
             nr_throttled=throttle.get("nr_throttled"),
             memory_bytes=memory,
             oom_kills=oom,
-            cpu_pressure_avg10=_psi(get(self._v2(membership, "cpu.pressure", at))),
-            memory_pressure_avg10=_psi(get(self._v2(membership, "memory.pressure", at))),
-            io_pressure_avg10=_psi(get(self._v2(membership, "io.pressure", at))),
+            cpu_pressure_avg10=cpu_psi[0],
+            memory_pressure_avg10=memory_psi[0],
+            io_pressure_avg10=io_psi[0],
+            cpu_pressure_stalled_us=cpu_psi[1],
+            memory_pressure_stalled_us=memory_psi[1],
+            io_pressure_stalled_us=io_psi[1],
         )
 
 
@@ -144,10 +151,10 @@ def _int(data: bytes | None) -> int | None:
         return None
 
 
-def _psi(data: bytes | None) -> float | None:
+def _psi(data: bytes | None) -> tuple[float | None, int | None]:
     if data is None:
-        return None
+        return None, None
     try:
-        return parse_psi_some_avg10(data)
+        return parse_psi_some(data)
     except Unparsable:
-        return None
+        return None, None

@@ -158,12 +158,21 @@ def parse_single_int(data: bytes) -> int:
 
 def parse_psi_some_avg10(data: bytes) -> float:
     """The `some avg10` percentage of a PSI file (cpu.pressure, memory.pressure, io.pressure)."""
+    return parse_psi_some(data)[0]
+
+
+def parse_psi_some(data: bytes) -> tuple[float, int | None]:
+    """The `some` line of a PSI file: its avg10 percentage and its `total`, the cumulative
+    microseconds in which at least one task stalled on the resource (None if the line has no
+    total). https://docs.kernel.org/accounting/psi.html"""
     for line in data.split(b"\n"):
         if line.startswith(b"some "):
-            for field in line.split()[1:]:
-                if field.startswith(b"avg10="):
-                    try:
-                        return float(field[6:])
-                    except ValueError as exc:
-                        raise Unparsable(f"bad avg10 in {line!r}") from exc
+            fields = dict(field.partition(b"=")[::2] for field in line.split()[1:])
+            if b"avg10" not in fields:
+                break
+            try:
+                total = fields.get(b"total")
+                return float(fields[b"avg10"]), None if total is None else int(total)
+            except ValueError as exc:
+                raise Unparsable(f"bad avg10 or total in {line!r}") from exc
     raise Unparsable("pressure file has no 'some avg10='")

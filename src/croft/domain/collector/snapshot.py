@@ -84,7 +84,8 @@ class CgroupSample:
 
     `cpu_usage_ns` is cumulative CPU time; `nr_periods`/`nr_throttled` the CFS bandwidth counters;
     `memory_bytes` current usage; `oom_kills` the cumulative OOM kill count; `*_pressure_avg10` the
-    PSI `some avg10` percentages."""
+    PSI `some avg10` percentages and `*_pressure_stalled_us` the PSI `some total` counters:
+    microseconds in which some task waited for the resource."""
 
     membership: CgroupMembership
     cpu_usage_ns: int | None = None
@@ -95,6 +96,9 @@ class CgroupSample:
     cpu_pressure_avg10: float | None = None
     memory_pressure_avg10: float | None = None
     io_pressure_avg10: float | None = None
+    cpu_pressure_stalled_us: int | None = None
+    memory_pressure_stalled_us: int | None = None
+    io_pressure_stalled_us: int | None = None
 
 
 @attrs.frozen

@@ -8,6 +8,9 @@ Per group (see `croft.domain.metrics.series`), since the group was first served:
 - CPU seconds and CFS periods (all, throttled): the cgroup's own kernel counters (`cpu.stat`)
   where the poll read them, as cAdvisor exports them; CPU seconds integrate the cgroup's CPU cores
   otherwise;
+- PSI: seconds in which some task of the cgroup waited for CPU, memory or I/O, the kernel's own
+  `some total` counters of `{cpu,memory,io}.pressure` (microseconds), as cAdvisor's and
+  node_exporter's `_waiting_seconds_total`; absent where the kernel has no PSI (cgroup v1);
 - network bytes received and sent, disk bytes read and written: the rows' per-second figures times
   the poll interval, summed over the group's processes.
 
@@ -45,12 +48,14 @@ def pod_uid(cgroup: str) -> str:
 @attrs.frozen
 class GroupCounters:
     """One group's counters. `periods` and `throttled_periods` are None until the kernel's CFS
-    counters were read for its cgroup (no CPU limit, cgroup v1 without cpu, ...)."""
+    counters were read for its cgroup (no CPU limit, cgroup v1 without cpu, ...); so is each of
+    `pressure_waiting_seconds` (cpu, memory, io) until its PSI `some total` was read."""
 
     syscalls: Mapping[str, float] = attrs.field(factory=dict)
     cpu_seconds: float = 0.0
     periods: int | None = None
     throttled_periods: int | None = None
+    pressure_waiting_seconds: tuple[float | None, float | None, float | None] = (None, None, None)
     network_receive_bytes: float = 0.0
     network_transmit_bytes: float = 0.0
     read_bytes: float = 0.0
@@ -102,8 +107,21 @@ def advance(
         throttled_periods=sample.nr_throttled
         if sample is not None and sample.nr_throttled is not None
         else before.throttled_periods,
+        pressure_waiting_seconds=_pressure(sample, before.pressure_waiting_seconds),
         network_receive_bytes=before.network_receive_bytes + net_rx * interval_s,
         network_transmit_bytes=before.network_transmit_bytes + net_tx * interval_s,
         read_bytes=before.read_bytes + read * interval_s,
         write_bytes=before.write_bytes + write * interval_s,
     )
+
+
+def _pressure(
+    sample: CgroupSample | None, before: tuple[float | None, float | None, float | None]
+) -> tuple[float | None, float | None, float | None]:
+    """Seconds of PSI `some` stall by resource: the kernel's totals where the poll read them, the
+    last ones read otherwise."""
+    if sample is None:
+        return before
+    now = (sample.cpu_pressure_stalled_us, sample.memory_pressure_stalled_us, sample.io_pressure_stalled_us)
+    cpu, memory, io = (old if us is None else us / 1e6 for us, old in zip(now, before, strict=True))
+    return cpu, memory, io

@@ -16,6 +16,7 @@ empty for a watched host cgroup) and label `cgroup` (the container's cgroup path
 | `croft_container_cpu_throttled_fraction` | container_id | share of the poll's CPU periods throttled, 0..1 |
 | `croft_container_pressure_avg10` | container_id, resource (cpu, memory, io) | PSI `some avg10`, percent |
 | `croft_container_pressure_ratio` | container_id, resource | the same as a share of time, 0..1 |
+| `croft_container_pressure_waiting_seconds_total` | container_id, resource | counter: PSI `some total`, s |
 | `croft_container_syscalls_total` | container_id, syscall | counter: syscalls (every syscall it made) |
 | `croft_container_cpu_seconds_total` | container_id | counter: CPU seconds (cgroup cpu.stat) |
 | `croft_container_cpu_periods_total` | container_id | counter: CFS periods (nr_periods), when read |
@@ -59,6 +60,7 @@ CONTAINER_MEMORY_BYTES = "croft_container_memory_bytes"
 CONTAINER_CPU_THROTTLED_FRACTION = "croft_container_cpu_throttled_fraction"
 CONTAINER_PRESSURE_AVG10 = "croft_container_pressure_avg10"
 CONTAINER_PRESSURE_RATIO = "croft_container_pressure_ratio"
+CONTAINER_PRESSURE_WAITING_SECONDS_TOTAL = "croft_container_pressure_waiting_seconds_total"
 CONTAINER_SYSCALLS_TOTAL = "croft_container_syscalls_total"
 CONTAINER_CPU_SECONDS_TOTAL = "croft_container_cpu_seconds_total"
 CONTAINER_CPU_PERIODS_TOTAL = "croft_container_cpu_periods_total"
@@ -97,6 +99,9 @@ HELP: dict[str, str] = {
     CONTAINER_CPU_THROTTLED_FRACTION: "Share of the last poll's CPU periods the cgroup was throttled in.",
     CONTAINER_PRESSURE_AVG10: "PSI some avg10 of the container's cgroup, percent, by resource.",
     CONTAINER_PRESSURE_RATIO: "PSI some avg10 of the container's cgroup, 0..1, by resource.",
+    CONTAINER_PRESSURE_WAITING_SECONDS_TOTAL: (
+        "Seconds in which some task of the container's cgroup waited for the resource (PSI some total)."
+    ),
     CONTAINER_SYSCALLS_TOTAL: "Syscalls of the container's processes, by syscall.",
     CONTAINER_CPU_SECONDS_TOTAL: "CPU seconds the container's cgroup used (cpu.stat usage).",
     CONTAINER_CPU_PERIODS_TOTAL: "CFS bandwidth periods of the container's cgroup (cpu.stat nr_periods).",

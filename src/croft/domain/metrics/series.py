@@ -218,6 +218,12 @@ def _counter_samples(
             labels = _labels(group, (names.LABEL_RESOURCE, resource))
             out.append(Sample(names.CONTAINER_PRESSURE_RATIO, labels, round(avg10 / 100, 6)))
     for key in keys:
+        waiting = counters[key].pressure_waiting_seconds
+        for resource, seconds in zip(names.PRESSURE_RESOURCES, waiting, strict=True):
+            if seconds is not None:
+                labels = _labels(groups[key], (names.LABEL_RESOURCE, resource))
+                out.append(Sample(names.CONTAINER_PRESSURE_WAITING_SECONDS_TOTAL, labels, round(seconds, 6)))
+    for key in keys:
         group = groups[key]
         pod, namespace = pods.get(group.container_id, ("", ""))
         labels = _labels(
