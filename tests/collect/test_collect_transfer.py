@@ -4,6 +4,7 @@ middle, a collector killed mid-copy, and hostile names."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -20,6 +21,12 @@ from tests.helpers.dataset import LIVE
 START_MS = 1_792_505_950_000
 
 
+@pytest.fixture(params=["http.client", "httpx"])
+def client(request: pytest.FixtureRequest) -> str:
+    """croft collect's two HTTP clients (direct collectors, the API server's proxy): one contract."""
+    return str(request.param)
+
+
 @pytest.fixture
 def node(tmp_path: Path) -> Path:
     directory = tmp_path / "node"
@@ -27,13 +34,15 @@ def node(tmp_path: Path) -> Path:
     return directory
 
 
-def test_second_copy_of_an_unchanged_node_moves_almost_nothing(node: Path, tmp_path: Path) -> None:
+def test_second_copy_of_an_unchanged_node_moves_almost_nothing(
+    node: Path, tmp_path: Path, client: str
+) -> None:
     write_polls(node, 0, 50, START_MS)
     write_polls(node, 1000, 50, START_MS + 200_000)  # a second run: the first live file is a segment
     out = tmp_path / "out" / "node-a"
     with collector(node) as server:
-        first, moved_first = copy_node(server.url, out)
-        second, moved_second = copy_node(server.url, out)
+        first, moved_first = copy_node(server.url, out, client=client)
+        second, moved_second = copy_node(server.url, out, client=client)
     assert first.files == 2 and second.files == 0 and second.unchanged == 2
     assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in node.iterdir())
     for path in node.iterdir():
@@ -41,49 +50,51 @@ def test_second_copy_of_an_unchanged_node_moves_almost_nothing(node: Path, tmp_p
     assert moved_second <= moved_first // 100
 
 
-def test_a_growing_live_file_is_continued_not_copied_again(node: Path, tmp_path: Path) -> None:
+def test_a_growing_live_file_is_continued_not_copied_again(node: Path, tmp_path: Path, client: str) -> None:
     out = tmp_path / "out"
     with collector(node) as server:
         write_polls(node, 0, 30, START_MS)
-        copy_node(server.url, out)
+        copy_node(server.url, out, client=client)
         size_before = (node / LIVE).stat().st_size
         with (node / LIVE).open("ab") as f:  # the collector's next polls, without a new run
             f.write((node / LIVE).read_bytes()[: size_before // 2].rsplit(b"\n", 1)[0] + b"\n")
-        result, moved = copy_node(server.url, out)
+        result, moved = copy_node(server.url, out, client=client)
     grown = (node / LIVE).stat().st_size - size_before
     assert result.bytes_written == grown
     assert moved < grown + 4096 + 1000  # the new bytes, the overlap, the index
     assert (out / LIVE).read_bytes() == (node / LIVE).read_bytes()
 
 
-def test_restart_with_rotation_in_the_middle_keeps_every_row_once(node: Path, tmp_path: Path) -> None:
+def test_restart_with_rotation_in_the_middle_keeps_every_row_once(
+    node: Path, tmp_path: Path, client: str
+) -> None:
     out = tmp_path / "out"
     with collector(node) as server:
         seq = write_polls(node, 0, 40, START_MS)
-        copy_node(server.url, out)
+        copy_node(server.url, out, client=client)
         # The collector restarts: its live file becomes a segment, a new and smaller live file starts.
         write_polls(node, seq, 3, START_MS + 500_000)
-        result, _ = copy_node(server.url, out)
+        result, _ = copy_node(server.url, out, client=client)
     assert any("is in croft-dataset-" in note for note in result.notes)
     assert seqs(local_lines(out)) == list(range(seq + 3 * 20))
     assert not list(out.glob("*.saved*"))
 
 
-def test_a_replaced_live_copy_in_no_segment_is_saved_aside(node: Path, tmp_path: Path) -> None:
+def test_a_replaced_live_copy_in_no_segment_is_saved_aside(node: Path, tmp_path: Path, client: str) -> None:
     out = tmp_path / "out"
     with collector(node) as server:
         seq = write_polls(node, 0, 40, START_MS)
-        copy_node(server.url, out)
+        copy_node(server.url, out, client=client)
         write_polls(node, seq, 3, START_MS + 500_000)
         for segment in node.glob("croft-dataset-*"):
             segment.unlink()  # retention took the rotated segment before this collect
-        result, _ = copy_node(server.url, out)
+        result, _ = copy_node(server.url, out, client=client)
     saved = list(out.glob("*.saved.jsonl"))
     assert len(saved) == 1, result.notes
     assert seqs(local_lines(out)) == list(range(seq + 3 * 20))
 
 
-def test_a_collector_killed_mid_copy_is_resumed(node: Path, tmp_path: Path) -> None:
+def test_a_collector_killed_mid_copy_is_resumed(node: Path, tmp_path: Path, client: str) -> None:
     segment = node / "croft-dataset-20261020T130000Z.jsonl.zst"
     segment.write_bytes(os.urandom(24 << 20))
     out = tmp_path / "out"
@@ -96,25 +107,27 @@ def test_a_collector_killed_mid_copy_is_resumed(node: Path, tmp_path: Path) -> N
                 server.kill()
 
         with pytest.raises(CollectorGone):
-            copy_node(server.url, out, on_bytes=kill_after_a_few_chunks)
+            copy_node(server.url, out, on_bytes=kill_after_a_few_chunks, client=client)
         port = server.port
     part = out / f".{segment.name}.part"
     assert 0 < part.stat().st_size < segment.stat().st_size
     assert not (out / segment.name).exists()
     landed = part.stat().st_size
     with collector(node, port) as server:
-        result, moved = copy_node(server.url, out)
+        result, moved = copy_node(server.url, out, client=client)
     assert (out / segment.name).read_bytes() == segment.read_bytes()
     assert not part.exists()
     assert result.bytes_written == segment.stat().st_size - landed
     assert moved < segment.stat().st_size - landed + 4096 + 1000
 
 
-def test_an_interrupted_live_continuation_is_a_prefix_and_continues(node: Path, tmp_path: Path) -> None:
+def test_an_interrupted_live_continuation_is_a_prefix_and_continues(
+    node: Path, tmp_path: Path, client: str
+) -> None:
     out = tmp_path / "out"
     seq = write_polls(node, 0, 10, START_MS)
     with collector(node) as server:
-        copy_node(server.url, out)
+        copy_node(server.url, out, client=client)
         # A big next run of polls in the same live file; the copy is cut after the first chunk.
         with (node / LIVE).open("ab") as f:
             block = (node / LIVE).read_bytes()[:50_000].rsplit(b"\n", 1)[0] + b"\n"
@@ -127,12 +140,12 @@ def test_an_interrupted_live_continuation_is_a_prefix_and_continues(node: Path, 
                 server.kill()
 
         with pytest.raises(CollectorGone):
-            copy_node(server.url, out, on_bytes=kill_once)
+            copy_node(server.url, out, on_bytes=kill_once, client=client)
         port = server.port
     local = (out / LIVE).read_bytes()
     assert (node / LIVE).read_bytes().startswith(local) and local.endswith(b"\n")
     with collector(node, port) as server:
-        copy_node(server.url, out)
+        copy_node(server.url, out, client=client)
     assert (out / LIVE).read_bytes() == (node / LIVE).read_bytes()
     assert seqs(local_lines(out))[-1] == seq - 1
 
@@ -191,6 +204,31 @@ def test_collect_command_copies_from_direct_collectors(node: Path, tmp_path: Pat
     assert (out / "gpu-a" / LIVE).read_bytes() == (node / LIVE).read_bytes()
     stats = subprocess.run([CROFT, "stats", str(out), "--json"], capture_output=True, text=True, timeout=60)
     assert stats.returncode == 0, stats.stderr
+
+
+def test_nodes_copied_at_once_report_in_node_order(tmp_path: Path) -> None:
+    """Several nodes are copied at once; the lines still come in node order, a node that is gone
+    fails alone, and every other node's copy is exact."""
+    nodes = {name: tmp_path / name for name in ("a", "b", "c", "d", "e")}
+    for i, directory in enumerate(nodes.values()):
+        directory.mkdir()
+        write_polls(directory, 0, 20 + 60 * (4 - i), START_MS)  # the first node is the largest
+    out = tmp_path / "out"
+    with contextlib.ExitStack() as stack:
+        urls = {name: stack.enter_context(collector(d)).url for name, d in nodes.items()}
+        urls["c"] = "http://127.0.0.1:9"  # nothing listens there
+        argv = [CROFT, "collect", "--out", str(out)]
+        for name, url in reversed(urls.items()):
+            argv += ["--url", f"{name}={url}"]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr
+    lines = done.stdout.splitlines()
+    assert [line.split(":")[0] for line in lines[:-1]] == ["a", "b", "c", "d", "e"]
+    assert lines[2].startswith("c: not collected: cannot reach the collector at http://127.0.0.1:9")
+    assert lines[-1].startswith("4 of 5 nodes collected into")
+    for name, directory in nodes.items():
+        if name != "c":
+            assert (out / name / LIVE).read_bytes() == (directory / LIVE).read_bytes()
 
 
 def _hostile(tmp_path: Path, index: dict[str, object], out: Path) -> subprocess.CompletedProcess[str]:

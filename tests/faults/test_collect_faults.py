@@ -8,12 +8,10 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import httpx
 import pytest
 
-from croft.adapters.dataset.fetch import HttpDatasetSource
 from croft.adapters.dataset.node_copy import LocalWriteError, NodeCopy
-from tests.helpers.collect import collector, write_polls
+from tests.helpers.collect import collector, dataset_source, write_polls
 from tests.helpers.dataset import LIVE
 from tests.helpers.faulty_disk import FAULTS, FaultyDisk
 
@@ -21,8 +19,8 @@ START_MS = 1_792_505_950_000
 
 
 def _copy(url: str, out: Path, disk: FaultyDisk) -> None:
-    with httpx.Client(base_url=url, timeout=10, trust_env=False) as http:
-        NodeCopy(HttpDatasetSource(http, "", url), out, disk=disk).run()
+    with dataset_source(url) as source:
+        NodeCopy(source, out, disk=disk).run()
 
 
 def _nothing_torn(node: Path, out: Path) -> None:

@@ -13,6 +13,7 @@ import zstandard
 
 from croft.adapters.dataset.fetch import HttpDatasetSource
 from croft.adapters.dataset.node_copy import NodeCopy, NodeResult
+from croft.adapters.dataset.transports import HttpClientTransport, HttpxTransport
 from croft.adapters.dataset.writer import DatasetWriter
 from croft.domain.dataset.rotation import Limits
 from tests.helpers.dataset import LIVE, poll_lines
@@ -60,15 +61,28 @@ def collector(directory: Path, port: int = 0, host: str = "127.0.0.1") -> Iterat
         server.stop()
 
 
-def copy_node(url: str, out: Path, on_bytes: object = None) -> tuple[NodeResult, int]:
+@contextlib.contextmanager
+def dataset_source(url: str, client: str = "http.client") -> Iterator[HttpDatasetSource]:
+    """The collector at `url` through either of croft collect's HTTP clients: `http.client` (what
+    `--url` uses) or `httpx` (what the API server's proxy path uses)."""
+    if client == "httpx":
+        with httpx.Client(base_url=url, timeout=10, trust_env=False) as http:
+            yield HttpDatasetSource(HttpxTransport(http), "", url)
+        return
+    transport = HttpClientTransport(url, 10)
+    try:
+        yield HttpDatasetSource(transport, "", url)
+    finally:
+        transport.close()
+
+
+def copy_node(
+    url: str, out: Path, on_bytes: object = None, client: str = "http.client"
+) -> tuple[NodeResult, int]:
     """One node's copy from `url` into `out`: the result and the bytes moved over HTTP."""
-    with httpx.Client(base_url=url, timeout=10, trust_env=False) as http:
-        source = HttpDatasetSource(http, "", url)
+    with dataset_source(url, client) as source:
         copy = NodeCopy(source, out, on_bytes=on_bytes) if callable(on_bytes) else NodeCopy(source, out)
-        try:
-            return copy.run(), source.moved_bytes
-        finally:
-            pass
+        return copy.run(), source.moved_bytes
 
 
 def write_polls(directory: Path, first_seq: int, polls: int, start_ms: int, rows: int = 20) -> int:

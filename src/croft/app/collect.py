@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
+import attrs
 from cyclopts import Parameter
 
 from croft.app.options import check_number
@@ -16,6 +18,7 @@ from croft.errors import UserError
 
 if TYPE_CHECKING:
     from croft.adapters.dataset.fetch import Deadline, HttpDatasetSource
+    from croft.adapters.dataset.node_copy import NodeResult
 
 
 # (node, a context manager yielding that node's source), in node order
@@ -73,7 +76,7 @@ def collect(
             from croft.adapters.dataset.node_copy import local_write_sentence
 
             raise UserError(f"{local_write_sentence(exc, out)}; give another --out") from None
-        return copy_all(targets, out)
+        return copy_all(targets, out, budget)
 
 
 def url_targets(urls: tuple[str, ...]) -> list[tuple[str, str]]:
@@ -111,9 +114,8 @@ def _targets(
     timeout_s: float,
     deadline: Deadline,
 ) -> Iterator[Targets]:
-    import httpx
-
     from croft.adapters.dataset.fetch import HttpDatasetSource
+    from croft.adapters.dataset.transports import HttpClientTransport, HttpxTransport
 
     if urls:
         targets: Targets = []
@@ -121,8 +123,11 @@ def _targets(
 
             @contextmanager
             def direct(base: str = base) -> Iterator[HttpDatasetSource]:
-                with httpx.Client(base_url=base, timeout=timeout_s, trust_env=False) as http:
-                    yield HttpDatasetSource(http, "", f"the collector at {base}", deadline)
+                transport = HttpClientTransport(base, timeout_s)
+                try:
+                    yield HttpDatasetSource(transport, "", f"the collector at {base}", deadline)
+                finally:
+                    transport.close()
 
             targets.append((node, direct))
         yield targets
@@ -149,53 +154,95 @@ def _targets(
             def proxied(pod: str) -> Callable[[], AbstractContextManager[HttpDatasetSource]]:
                 base = f"/api/v1/namespaces/{namespace}/pods/{pod}:{port}/proxy"
                 what = f"pod {namespace}/{pod}"
-                return lambda: nullcontext(HttpDatasetSource(http, base, what, deadline))
+                return lambda: nullcontext(HttpDatasetSource(HttpxTransport(http), base, what, deadline))
 
             yield [(node, proxied(pod)) for node, pod in found.nodes]
     finally:
         kube.close()
 
 
-def copy_all(targets: Targets, out: Path) -> int:
-    """Copy every node's dataset into `out/<node>/`, a line per node; 1 when any node failed."""
-    from croft.adapters.dataset.fetch import FetchError
-    from croft.adapters.dataset.node_copy import LocalWriteError, NodeCopy, RefusedNode
+PARALLEL_NODES = 4  # nodes copied at once: one node's fsync and server overlap another's reads
 
+
+@attrs.frozen
+class _Outcome:
+    result: NodeResult | None
+    moved_bytes: int
+    written_bytes: int
+    error: str = ""
+
+
+def copy_all(targets: Targets, out: Path, deadline: Deadline | None = None) -> int:
+    """Copy every node's dataset into `out/<node>/` (up to `PARALLEL_NODES` at once), a line per node
+    in node order; 1 when any node failed. Interrupted, the copies stop at their next read (`deadline`
+    is stopped) and what landed is kept."""
+    from croft.adapters.dataset.fetch import Deadline
+
+    stop = deadline if deadline is not None else Deadline(None)
     failed = 0
     moved = written = 0
-    with _bar() as bar:
-        for node, open_source in targets:
-            task = bar.start(node)
-            copy = None
-            try:
-                with open_source() as source:
-                    copy = NodeCopy(source, out / node, on_bytes=task.advance, on_plan=task.total)
-                    try:
-                        result = copy.run()
-                    finally:
-                        moved += source.moved_bytes
-            except (FetchError, RefusedNode, LocalWriteError) as exc:
-                failed += 1
-                written += copy.result.bytes_written if copy is not None else 0
+    with _bar() as bar, ThreadPoolExecutor(max_workers=max(min(PARALLEL_NODES, len(targets)), 1)) as pool:
+        tasks = [bar.start(node) for node, _ in targets]
+        futures = [
+            pool.submit(_copy_node, open_source, out / node, task) for (node, open_source), task in zip(
+                targets, tasks, strict=True)
+        ]  # fmt: skip
+        try:
+            for (node, _), task, future in zip(targets, tasks, futures, strict=True):
+                outcome = future.result()
                 bar.done(task)
-                print(f"{node}: not collected: {exc}; what landed is kept, the next collect continues")
-                continue
-            bar.done(task)
-            written += result.bytes_written
-            print(
-                f"{node}: {result.files} files, {_mb(result.bytes_written)} copied, "
-                f"{result.unchanged} unchanged"
-                + (f", {len(result.refused)} refused" if result.refused else "")
-            )
-            for name, reason in result.refused:
-                print(f"  refused {name!r:.100}: {reason}")
-            for note in result.notes:
-                print(f"  {note}")
+                moved += outcome.moved_bytes
+                written += outcome.written_bytes
+                failed += outcome.result is None
+                _report(node, outcome)
+        except BaseException:
+            stop.stop()
+            raise
     print(
         f"{len(targets) - failed} of {len(targets)} nodes collected into {out}: "
         f"{_mb(written)} written, {_mb(moved)} moved"
     )
     return 1 if failed else 0
+
+
+def _report(node: str, outcome: _Outcome) -> None:
+    result = outcome.result
+    if result is None:
+        print(f"{node}: not collected: {outcome.error}; {_KEPT}")
+        return
+    print(
+        f"{node}: {result.files} files, {_mb(result.bytes_written)} copied, {result.unchanged} unchanged"
+        + (f", {len(result.refused)} refused" if result.refused else "")
+    )
+    for name, reason in result.refused:
+        print(f"  refused {name!r:.100}: {reason}")
+    for note in result.notes:
+        print(f"  {note}")
+
+
+_KEPT = "what landed is kept, the next collect continues"
+
+
+def _copy_node(
+    open_source: Callable[[], AbstractContextManager[HttpDatasetSource]], directory: Path, task: _Task
+) -> _Outcome:
+    """One node's copy, on a worker thread; a failure the user should read is in `error`."""
+    from croft.adapters.dataset.fetch import FetchError
+    from croft.adapters.dataset.node_copy import LocalWriteError, NodeCopy, RefusedNode
+
+    copy = None
+    moved = 0
+    try:
+        with open_source() as source:
+            copy = NodeCopy(source, directory, on_bytes=task.advance, on_plan=task.total)
+            try:
+                result = copy.run()
+            finally:
+                moved = source.moved_bytes
+    except (FetchError, RefusedNode, LocalWriteError) as exc:
+        written = copy.result.bytes_written if copy is not None else 0
+        return _Outcome(None, moved, written, str(exc))
+    return _Outcome(result, moved, result.bytes_written)
 
 
 def _mb(n: int) -> str:

@@ -23,7 +23,6 @@ import attrs
 
 from croft.adapters.dataset.disk import OS_DISK, Disk, fsync_directory, write_all
 from croft.adapters.dataset.fetch import FileGone, FileShrank
-from croft.adapters.dataset.files import Damaged, first_row_ms, zstd_blocks
 from croft.domain.dataset.http import BadIndex, Index, decode_index
 from croft.domain.dataset.rotation import Naming
 from croft.domain.dataset.transfer import (
@@ -39,6 +38,8 @@ from croft.domain.dataset.transfer import (
 log = logging.getLogger("croft.collect")
 
 _READ_BYTES = 1 << 20
+# A chunk of a body: a view of the source's buffer is valid only until the next chunk is asked for.
+Chunk = bytes | memoryview
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
@@ -53,7 +54,7 @@ class Source(Protocol):
 
     def byte_range(
         self, name: str, start: int, end: int
-    ) -> contextlib.AbstractContextManager[Iterator[bytes]]: ...
+    ) -> contextlib.AbstractContextManager[Iterator[Chunk]]: ...
 
 
 class NotContinued(Exception):
@@ -160,7 +161,7 @@ class NodeCopy:
 
     def _fetch(self, fetch: Fetch, naming: Naming) -> None:
         if fetch.size_bytes == 0 and fetch.have_bytes == 0:
-            chunks: contextlib.AbstractContextManager[Iterator[bytes]] = contextlib.nullcontext(iter(()))
+            chunks: contextlib.AbstractContextManager[Iterator[Chunk]] = contextlib.nullcontext(iter(()))
         else:
             start = fetch.have_bytes - fetch.overlap_bytes
             chunks = self._source.byte_range(fetch.name, start, fetch.size_bytes - 1)
@@ -175,7 +176,7 @@ class NodeCopy:
             raise
 
     def _into_part(
-        self, fetch: Fetch, chunks: contextlib.AbstractContextManager[Iterator[bytes]], naming: Naming
+        self, fetch: Fetch, chunks: contextlib.AbstractContextManager[Iterator[Chunk]], naming: Naming
     ) -> None:
         part = self._dir / part_name(fetch.name)
         fd = os.open(part, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
@@ -209,7 +210,7 @@ class NodeCopy:
         fsync_directory(self._dir)
         self.result.files += 1
 
-    def _append(self, fetch: Fetch, chunks: contextlib.AbstractContextManager[Iterator[bytes]]) -> None:
+    def _append(self, fetch: Fetch, chunks: contextlib.AbstractContextManager[Iterator[Chunk]]) -> None:
         target = self._dir / fetch.name
         fd = os.open(target, os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
         try:
@@ -245,8 +246,8 @@ class NodeCopy:
             raise
 
     def _verified(
-        self, stream: Iterator[bytes], fetch: Fetch, local_tail: Callable[[int], bytes]
-    ) -> Iterator[bytes]:
+        self, stream: Iterator[Chunk], fetch: Fetch, local_tail: Callable[[int], bytes]
+    ) -> Iterator[Chunk]:
         """The chunks after the overlap, once the overlap matched the local copy's last bytes."""
         k = fetch.overlap_bytes
         if not k:
@@ -274,6 +275,8 @@ class NodeCopy:
     def _set_aside(self, name: str, naming: Naming) -> None:
         """Before the copy `name` is replaced: drop it when a local segment begins with it (its rows
         are there), else keep it under a saved name. Never drops rows held nowhere else."""
+        from croft.adapters.dataset.files import first_row_ms  # a rare path: kept off collect's start
+
         old = self._dir / name
         if not old.exists():
             return
@@ -336,6 +339,8 @@ def _whole_lines(fd: int, size: int) -> int:
 
 def _begins_with(segment: Path, prefix_file: Path) -> bool:
     """Whether the (plain or zstd) `segment`'s content begins with the whole of `prefix_file`."""
+    from croft.adapters.dataset.files import Damaged, zstd_blocks
+
     blocks = zstd_blocks(segment) if segment.name.endswith(".zst") else _plain_blocks(segment)
     with prefix_file.open("rb") as want:
         for block in blocks:
