@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from croft.domain.dataset.codec import UNIX_MS_MAX
-from croft.domain.dataset.row import WORKLOADS, CgroupUsage, Process, Row, SyscallRate, Usage
+from croft.domain.dataset.row import WORKLOADS, CgroupUsage, Ingress, Process, Row, SyscallRate, Usage
 
 rates = st.floats(min_value=0, max_value=1e12, allow_nan=False, allow_infinity=False)
 fractions = st.floats(min_value=0, max_value=1, allow_nan=False)
@@ -46,6 +46,18 @@ cgroup_usages = st.builds(
     memory_pressure_avg10=percent,
     io_pressure_avg10=percent,
 )
+ingresses = st.builds(
+    Ingress,
+    tcp_passive_opens_s=rates,
+    tcp_in_segs_s=rates,
+    rx_packets_s=rates,
+    rx_bytes_s=rates,
+    listen_drops_s=rates,
+    listen_backlog=counts,
+    unread_bytes=counts,
+    tcp_data_segments_s=st.none() | rates,
+    tcp_connections_s=st.none() | rates,
+)
 syscall_rates = st.builds(SyscallRate, name=st.text(min_size=1, max_size=24), rate_per_sec=rates)
 
 
@@ -63,5 +75,6 @@ def rows(draw: st.DrawFn) -> Row:
         ioctl_count=draw(counts) if gpu else None,
         since_last_gpu_ioctl_ms=draw(counts) if gpu else None,
         label=draw(st.none() | text),
+        ingress=draw(st.none() | ingresses),
         node=draw(st.none() | text),
     )

@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_programs_are_package_data_and_the_repositorys_bpf_dir() -> None:
     directory = program_dir()
-    assert sorted(p.name for p in directory.glob("*.c")) == ["net.c", "syscalls.c"]
+    assert sorted(p.name for p in directory.glob("*.c")) == ["ingress.c", "net.c", "syscalls.c"]
     assert (REPO / "bpf").resolve() == directory.resolve()
 
 
@@ -28,18 +28,21 @@ def test_program_text_concatenates_the_named_programs_only() -> None:
 
 
 def test_map_sizes_reach_the_programs_as_defines() -> None:
-    sizes = MapSizes(syscalls=10, overflow=11, ioctls=20, net=30, tgids=40, cgroup_roots=50, verdicts=60)
+    sizes = MapSizes(
+        syscalls=10, overflow=11, ioctls=20, net=30, endpoints=35, tgids=40, cgroup_roots=50, verdicts=60
+    )
     flags = sizes.cflags()
     assert flags == (
         "-DCROFT_SYSCALL_ENTRIES=10",
         "-DCROFT_OVERFLOW_ENTRIES=11",
         "-DCROFT_IOCTL_ENTRIES=20",
         "-DCROFT_NET_ENTRIES=30",
+        "-DCROFT_ENDPOINT_ENTRIES=35",
         "-DCROFT_TGID_ENTRIES=40",
         "-DCROFT_CGROUP_ROOTS=50",
         "-DCROFT_VERDICT_ENTRIES=60",
     )
-    text = program_text(program_dir(), ("syscalls", "net"))
+    text = program_text(program_dir(), ("syscalls", "net", "ingress"))
     for flag in flags:
         assert f"#ifndef {flag[2:].split('=')[0]}" in text
 

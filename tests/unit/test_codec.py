@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 
 from croft.domain.dataset import codec
-from croft.domain.dataset.row import CgroupUsage, Process, Row, ShortLived, SyscallRate, Usage
+from croft.domain.dataset.row import CgroupUsage, Ingress, Process, Row, ShortLived, SyscallRate, Usage
 from tests.helpers import strategies as s
 
 # The example row of docs/dataset.md, with the elided ids written out.
@@ -56,17 +56,53 @@ def test_spec_example_round_trips_to_the_same_object_and_bytes() -> None:
 def test_the_row_classes_list_their_fields_in_the_on_disk_key_order() -> None:
     """row.py's field order is the order of the keys on disk (the codec is generated from it)."""
     full = codec.decode_row(SPEC_EXAMPLE)
-    full = attrs.evolve(full, short_lived=ShortLived(processes=1, syscalls=full.syscalls), label="a")
+    full = attrs.evolve(
+        full, short_lived=ShortLived(processes=1, syscalls=full.syscalls), ingress=INGRESS, label="a"
+    )
     written = orjson.loads(codec.encode_row(full))
     on_disk = ["unix_ms", "tgid", "node", "process", "workload", "ioctl_count", "since_last_gpu_ioctl_ms",
-               "usage", "cgroup_usage", "syscalls", "short_lived", "label"]  # fmt: skip
+               "usage", "cgroup_usage", "syscalls", "short_lived", "ingress", "label"]  # fmt: skip
     assert [key for key in on_disk if key in json.loads(SPEC_EXAMPLE)] == list(json.loads(SPEC_EXAMPLE))
     assert list(written) == on_disk == [field.name for field in attrs.fields(Row)]
     for key, cls in (("process", Process), ("usage", Usage), ("cgroup_usage", CgroupUsage)):
         assert list(written[key]) == [field.name for field in attrs.fields(cls)]
     assert list(written["short_lived"]) == [field.name for field in attrs.fields(ShortLived)]
-    assert all(field.kw_only for cls in (Row, Process, Usage, CgroupUsage, SyscallRate, ShortLived)
+    assert list(written["ingress"]) == [field.name for field in attrs.fields(Ingress)]
+    assert all(field.kw_only for cls in (Row, Process, Usage, CgroupUsage, SyscallRate, ShortLived, Ingress)
                for field in attrs.fields(cls))  # fmt: skip
+
+
+INGRESS = Ingress(
+    tcp_passive_opens_s=0.5,
+    tcp_in_segs_s=36.0,
+    rx_packets_s=36.0,
+    rx_bytes_s=4100.0,
+    listen_drops_s=0.0,
+    listen_backlog=3,
+    unread_bytes=1024,
+    tcp_data_segments_s=12.0,
+    tcp_connections_s=0.5,
+)
+
+
+def test_ingress_is_left_out_when_none_and_its_ebpf_fields_when_not_measured() -> None:
+    assert "ingress" not in orjson.loads(codec.encode_row(_host_row()))
+    keys = list(orjson.loads(codec.encode_row(_host_row(ingress=INGRESS, label="x"))))
+    assert keys[-2:] == ["ingress", "label"]
+    procfs_only = attrs.evolve(INGRESS, tcp_data_segments_s=None, tcp_connections_s=None)
+    line = codec.encode_row(_host_row(ingress=procfs_only))
+    assert list(orjson.loads(line)["ingress"]) == [
+        "tcp_passive_opens_s", "tcp_in_segs_s", "rx_packets_s", "rx_bytes_s", "listen_drops_s",
+        "listen_backlog", "unread_bytes",
+    ]  # fmt: skip
+    assert codec.decode_row(line).ingress == procfs_only
+    assert codec.decode_row(codec.encode_row(_host_row(ingress=INGRESS))).ingress == INGRESS
+    with pytest.raises(codec.NotARow):
+        codec.row_from_dict(orjson.loads(line) | {"ingress": {"listen_backlog": 1}})
+    with pytest.raises(codec.NotARow):
+        bad = orjson.loads(line)
+        bad["ingress"]["listen_backlog"] = 1.5
+        codec.row_from_dict(bad)
 
 
 def _host_row(**changes: object) -> Row:

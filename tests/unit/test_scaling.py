@@ -145,7 +145,7 @@ def test_config_problems_are_one_sentence() -> None:
     bad = ScaleConfig("sendto", 0, 50)
     assert config_problem(bad) == (
         "--calls-per-request must be a finite number in [0.001, 1e+06] "
-        "(syscalls of --syscall per request), got 0"
+        "(syscalls of --syscall, or units of --signal, per request), got 0"
     )
     assert "--target" in (config_problem(ScaleConfig("sendto", 1, 50, target=1.5)) or "")
 

@@ -18,6 +18,7 @@ from croft.adapters.host.cgroup_ids import watched_roots
 from croft.adapters.host.cgroupfs import CgroupFS
 from croft.adapters.host.cgroupns import find_namespace_root
 from croft.adapters.host.clock import SystemClock
+from croft.adapters.host.netns import NetnsFS
 from croft.adapters.host.pods import PodNames
 from croft.adapters.host.poller import LiveSource, UnavailableGpu
 from croft.adapters.host.procfs import ProcFS
@@ -206,7 +207,12 @@ def build_live(
     if cgroupfs.layout == "none":
         log.warning("no cgroups under %s: cgroup_usage will be zeros", settings.cgroup_root)
     source = LiveSource(
-        procfs, cgroupfs, _kernel_source(settings.verbose), _gpu_source(), parse_watch(settings.watch)
+        procfs,
+        cgroupfs,
+        _kernel_source(settings.verbose),
+        _gpu_source(),
+        parse_watch(settings.watch),
+        NetnsFS(settings.proc_root),
     )
     return pipeline, source, SystemClock()
 

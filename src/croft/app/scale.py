@@ -22,9 +22,22 @@ def scale(
     *,
     namespace: Annotated[str, Parameter(help="the Deployment's namespace")] = "",
     deployment: Annotated[str, Parameter(help="the Deployment to scale")] = "",
-    calls_per_request: Annotated[float, Parameter(help="syscalls of --syscall per request")] = 0.0,
+    calls_per_request: Annotated[
+        float,
+        Parameter(help="syscalls of --syscall per request (with --signal: units of the signal per request)"),
+    ] = 0.0,
     cpu_per_request_ms: Annotated[float, Parameter(help="CPU time per request, ms")] = 0.0,
     syscall: Annotated[str, Parameter(help="the syscall that counts requests")] = "sendto",
+    signal: Annotated[
+        str,
+        Parameter(
+            help="what counts requests: syscall (the --syscall rate), or the offered load the kernel "
+            "receives, which keeps rising once pods saturate: tcp_data_segments (TCP segments carrying "
+            "data, eBPF; about 1 per small request on keep-alive connections), tcp_connections (handshakes, "
+            "eBPF), tcp_passive_opens, tcp_in_segs, rx_packets, rx_bytes, listen_drops (the pod's network "
+            "namespace counters); --calls-per-request converts it to requests"
+        ),
+    ] = "syscall",
     target: Annotated[float, Parameter(help="target CPU utilization, as the HPA's")] = 0.7,
     max_replicas: Annotated[int, Parameter(help="most replicas")] = 10,
     confirm_polls: Annotated[int, Parameter(help="polls asking for more before scaling")] = 2,
@@ -85,6 +98,7 @@ def scale(
     fmt: LogFormat = "json" if log_format == "json" else "logfmt"
 
     config = ScaleConfig(
+        signal=signal,
         syscall=syscall,
         calls_per_request=calls_per_request,
         cpu_per_request_ms=cpu_per_request_ms,

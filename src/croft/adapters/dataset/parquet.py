@@ -1,7 +1,8 @@
 """Dataset rows as Parquet, with pyarrow: the schema (docs/parquet.md) and the writing of one part.
 
 The row's nesting is kept: `process`, `usage` and `cgroup_usage` are structs, `syscalls` a list of
-(name, rate_per_sec) structs, `short_lived` a nullable struct of `processes` and such a list.
+(name, rate_per_sec) structs, `short_lived` a nullable struct of `processes` and such a list,
+`ingress` a nullable struct of its numbers.
 `unix_ms` is a timestamp in milliseconds, UTC (int64 on disk); ids, names and paths are
 dictionary-encoded strings. The partition columns `node` and `hour` live in the
 directory names (hive partitioning), not in the files.
@@ -69,6 +70,19 @@ _SHORT_LIVED_PLAIN = pa.struct(
         ("syscalls", pa.list_(pa.struct([("name", pa.string()), ("rate_per_sec", pa.float64())]))),
     ]
 )
+INGRESS = pa.struct(
+    [
+        pa.field("tcp_passive_opens_s", pa.float64(), nullable=False),
+        pa.field("tcp_in_segs_s", pa.float64(), nullable=False),
+        pa.field("rx_packets_s", pa.float64(), nullable=False),
+        pa.field("rx_bytes_s", pa.float64(), nullable=False),
+        pa.field("listen_drops_s", pa.float64(), nullable=False),
+        pa.field("listen_backlog", pa.int64(), nullable=False),
+        pa.field("unread_bytes", pa.int64(), nullable=False),
+        pa.field("tcp_data_segments_s", pa.float64()),
+        pa.field("tcp_connections_s", pa.float64()),
+    ]
+)
 SCHEMA = pa.schema(
     [
         pa.field("unix_ms", pa.timestamp("ms", tz="UTC"), nullable=False),
@@ -81,6 +95,7 @@ SCHEMA = pa.schema(
         pa.field("cgroup_usage", CGROUP_USAGE, nullable=False),
         pa.field("syscalls", SYSCALLS, nullable=False),
         pa.field("short_lived", SHORT_LIVED),
+        pa.field("ingress", INGRESS),
         pa.field("label", _DICT),
     ]
 )
@@ -144,6 +159,7 @@ def table_of(rows: Sequence[Row] | Sequence[Any]) -> pa.Table:
         _struct([r.cgroup_usage for r in rows], CGROUP_USAGE),
         syscalls.cast(SCHEMA.field("syscalls").type),
         _short_lived(rows),
+        _ingress(rows),
         _strings([r.label for r in rows]),
     ]
     return pa.Table.from_arrays(columns, schema=SCHEMA)
@@ -160,6 +176,14 @@ def _short_lived(rows: Sequence[Row]) -> pa.Array:
         for r in rows
     ]
     return pa.array(values, type=_SHORT_LIVED_PLAIN).cast(SHORT_LIVED)
+
+
+def _ingress(rows: Sequence[Row]) -> pa.Array:
+    fields = [INGRESS.field(i).name for i in range(INGRESS.num_fields)]
+    values = [
+        None if r.ingress is None else {name: getattr(r.ingress, name) for name in fields} for r in rows
+    ]
+    return pa.array(values, type=INGRESS)
 
 
 class PartWriter:

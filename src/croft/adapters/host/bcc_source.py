@@ -1,4 +1,5 @@
-"""The real `KernelSource`: croft's eBPF programs (bpf/syscalls.c, bpf/net.c) loaded with BCC.
+"""The real `KernelSource`: croft's eBPF programs (bpf/syscalls.c, bpf/net.c, bpf/ingress.c) loaded
+with BCC.
 
 Each `read()` drains the maps, so every count is since the previous read (the first: since loading).
 Keys are host tgids, as `bpf_get_current_pid_tgid` reports them whatever pid namespace a process
@@ -23,7 +24,8 @@ import attrs
 
 from croft.adapters.host import bcc_loader
 from croft.adapters.host.syscall_table import SyscallNames, syscall_table_paths
-from croft.domain.collector.kernel import GpuIoctls, KernelSample, KernelSelection
+from croft.domain.collector.ingress import endpoint_address
+from croft.domain.collector.kernel import EndpointCounts, GpuIoctls, KernelSample, KernelSelection
 from croft.errors import UserError
 
 log = logging.getLogger("croft.bcc")
@@ -54,6 +56,7 @@ class MapSizes:
     overflow: int = 8192  # (group, syscall) pairs of counts that found `syscalls` full
     ioctls: int = 16384  # (tgid, fd) pairs that issued ioctls in one poll
     net: int = 16384  # (tgid, direction) pairs that moved socket bytes in one poll
+    endpoints: int = 16384  # local TCP (address, port) pairs that received data or a handshake in one poll
     tgids: int = 65536  # processes marked by tgid (watched through cgroup v1, GPU holders, their children)
     cgroup_roots: int = 4096  # cgroup-v2 directories the --watch prefixes match
     verdicts: int = 16384  # cgroup ids whose verdict is cached (LRU)
@@ -64,6 +67,7 @@ class MapSizes:
             f"-DCROFT_OVERFLOW_ENTRIES={self.overflow}",
             f"-DCROFT_IOCTL_ENTRIES={self.ioctls}",
             f"-DCROFT_NET_ENTRIES={self.net}",
+            f"-DCROFT_ENDPOINT_ENTRIES={self.endpoints}",
             f"-DCROFT_TGID_ENTRIES={self.tgids}",
             f"-DCROFT_CGROUP_ROOTS={self.cgroup_roots}",
             f"-DCROFT_VERDICT_ENTRIES={self.verdicts}",
@@ -115,8 +119,18 @@ class BccKernelSource:
                 "no sock:sock_send_length/sock_recv_length tracepoints (Linux 6.3+, tracefs mounted): "
                 "per-process network bytes stay 0"
             )
+        self.has_ingress = bcc_loader.has_tracepoint("tcp", "tcp_probe") and bcc_loader.has_tracepoint(
+            "sock", "inet_sock_set_state"
+        )
+        if not self.has_ingress:
+            log.warning(
+                "no tcp:tcp_probe/sock:inet_sock_set_state tracepoints (tracefs mounted?): ingress has no "
+                "tcp_data_segments_s/tcp_connections_s"
+            )
         directory = programs if programs is not None else bcc_loader.program_dir()
         stems = ("syscalls", "net") if self.has_net else ("syscalls",)
+        if self.has_ingress:
+            stems = (*stems, "ingress")
         self._bpf: Any = bcc_loader.load(
             bcc_loader.program_text(directory, stems),
             sizes.cflags(),
@@ -136,6 +150,9 @@ class BccKernelSource:
         self._dropped_tables = [self._bpf[b"syscalls_dropped"]]
         if self.has_net:
             self._dropped_tables.append(self._bpf[b"net_dropped"])
+        self._drain_endpoints = bcc_loader.Drain(self._bpf[b"endpoint_counts"]) if self.has_ingress else None
+        if self.has_ingress:
+            self._dropped_tables.append(self._bpf[b"ingress_dropped"])
         self._dropped_before = 0
         self._spilled_before = 0
         log.debug("eBPF programs loaded from %s; syscall names from %s", directory, names.source)
@@ -182,7 +199,22 @@ class BccKernelSource:
             groups=groups,
             spilled=spilled,
             spilled_entries=spilled_now,
+            endpoints=self._endpoints(),
+            counts_endpoints=self._drain_endpoints is not None,
         )
+
+    def _endpoints(self) -> tuple[EndpointCounts, ...]:
+        if self._drain_endpoints is None:
+            return ()
+        totals: dict[tuple[str, int], tuple[int, int]] = {}
+        for key, value in self._drain_endpoints():
+            address = endpoint_address(int(key.family), bytes(key.addr))
+            if address is None:
+                continue
+            where = (address, int(key.port))
+            segments, connections = totals.get(where, (0, 0))
+            totals[where] = (segments + int(value.data_segments), connections + int(value.connections))
+        return tuple(EndpointCounts(a, p, s, c) for (a, p), (s, c) in sorted(totals.items()))
 
     def select(self, selection: KernelSelection) -> None:
         """Make the kernel count `selection` from now on. Cgroup roots are added and removed by

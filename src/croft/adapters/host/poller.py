@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 from croft.adapters.host.cgroup_ids import subtree_paths, watched_roots
 from croft.adapters.host.cgroupfs import CgroupFS
+from croft.adapters.host.netns import NetnsFS
 from croft.adapters.host.procfs import ProcFS
 from croft.domain.collector.kernel import (
     GROUP_ORIGIN,
@@ -39,7 +40,8 @@ class LiveSource:
     processes a cgroup-v2 id does not cover. The
     counts of processes procfs did not read (exited, or spilled without a tgid) are handed on as
     `Poll.unread`, by the membership of the process when a previous poll read it, else of the
-    group the kernel counted them in."""
+    group the kernel counted them in. With `netns`, the network namespaces of the processes read
+    (`Poll.netns`, the offered-load signals)."""
 
     def __init__(
         self,
@@ -48,8 +50,10 @@ class LiveSource:
         kernel: KernelSource,
         gpu: GpuHolderSource,
         watch: tuple[str, ...],
+        netns: NetnsFS | None = None,
     ) -> None:
         self._procfs = procfs
+        self._netns = netns
         self._cgroupfs = cgroupfs
         self._kernel = kernel
         self._gpu = gpu
@@ -98,6 +102,7 @@ class LiveSource:
         holders = gpu_tgids | {p.tgid for p in processes if p.gpu_device_fds}
         self.select(processes, frozenset(holders))
         cgroups = self._cgroupfs.read_all(p.cgroups for p in processes)
+        netns = self._netns.read(processes) if self._netns is not None else ()
         return Poll(
             at=at,
             ticks_per_s=self._procfs.ticks_per_s,
@@ -107,6 +112,7 @@ class LiveSource:
             gpu=gpu,
             dropped=dropped,
             unread=unread,
+            netns=netns,
         )
 
     def _unread(self, kernel: KernelSample, read: Mapping[int, CgroupMembership]) -> tuple[Unread, ...]:

@@ -23,6 +23,19 @@ class GpuIoctls:
     last_monotonic_ns: int
 
 
+@attrs.frozen
+class EndpointCounts:
+    """What the kernel received on one local TCP endpoint since the previous read: `address` (the
+    local address as `ipaddress` writes it; an IPv4-mapped IPv6 address as IPv4) and `port`, the
+    TCP segments that carried data (`tcp:tcp_probe` with data_len > 0: one per small request) and
+    the connections that entered SYN_RECV (`sock:inet_sock_set_state`: handshakes begun)."""
+
+    address: str
+    port: int
+    data_segments: int = 0
+    connections: int = 0
+
+
 GROUP_ORIGIN = 1 << 63
 """A group key with this bit set is `GROUP_ORIGIN | tgid` of the marked process a process descends
 from (see `KernelSelection`); without it, the cgroup-v2 id the process ran in."""
@@ -37,7 +50,9 @@ class KernelSample:
     the counts of a process that exited before procfs read it still find their container.
     `spilled` holds, by group key, counts that found the per-process map full: the container keeps
     them, no process does. `dropped_entries` counts updates that fit nowhere (lost), `spilled_entries`
-    the updates that went to `spilled`."""
+    the updates that went to `spilled`. `endpoints` holds the TCP arrivals per local endpoint;
+    `counts_endpoints` says the tracepoints behind them are attached (False in traces recorded
+    before, and where they are not: no arrival is then known, rather than none)."""
 
     syscalls: Mapping[int, Mapping[str, int]] = attrs.field(factory=dict)
     gpu_ioctls: Mapping[int, GpuIoctls] = attrs.field(factory=dict)
@@ -47,6 +62,8 @@ class KernelSample:
     groups: Mapping[int, int] = attrs.field(factory=dict)
     spilled: Mapping[int, Mapping[str, int]] = attrs.field(factory=dict)
     spilled_entries: int = 0
+    endpoints: tuple[EndpointCounts, ...] = ()
+    counts_endpoints: bool = False
 
 
 @attrs.frozen

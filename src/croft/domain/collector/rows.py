@@ -13,6 +13,10 @@ container's rate is the sum over everything it ran. That row is the written row 
 cgroup path (then the lowest tgid); when the container has none this poll, the row of its
 longest-known process is written for it (a real, rated row: nothing is made up). A container with
 no rated process at all cannot carry them: their count is kept in the state (`short_lived_unplaced`).
+
+The same row carries the container's `ingress`, the offered load of its network namespace
+(`croft.domain.collector.ingress`); a container with no written row gets one the same way when
+anything arrived or waits in its namespace.
 """
 
 from __future__ import annotations
@@ -24,10 +28,11 @@ import attrs
 from croft.domain.collector import gpu
 from croft.domain.collector.container import display_path, membership_container_id
 from croft.domain.collector.frameworks import Matcher
+from croft.domain.collector.ingress import active, ingress
 from croft.domain.collector.rates import NS_PER_S, PER_S_DIGITS, CgroupRates, ProcessRates, per_s
 from croft.domain.collector.selection import IDLE_EVERY, due, watched
 from croft.domain.collector.snapshot import CgroupMembership, CgroupSample, Poll, ProcessSample
-from croft.domain.dataset import CgroupUsage, Process, Row, ShortLived, SyscallRate, Usage
+from croft.domain.dataset import CgroupUsage, Ingress, Process, Row, ShortLived, SyscallRate, Usage
 
 GroupKey = tuple[str, str]
 """(container id, "") for a container, ("", cgroup path) for a watched host cgroup."""
@@ -124,10 +129,11 @@ def rows(
     unplaced = 0
     if interval_ns > 0:
         pending = _short_lived(current, out, config, watched_memo)
-        if pending:
+        offered = _offered(previous, current, interval_ns, config, watched_memo)
+        if pending or offered:
             unplaced = _place_short_lived(
                 pending, out, remembered, before, cgroups_now, cgroup_rates, current, interval_ns, poll_index,
-                config, watched_memo,
+                config, watched_memo, offered,
             )  # fmt: skip
     new_state = CollectorState(
         polls=poll_index + 1,
@@ -192,6 +198,36 @@ def _short_lived(
     return pending
 
 
+def _offered(
+    previous: Poll | None,
+    current: Poll,
+    interval_ns: int,
+    config: CollectorConfig,
+    watched_memo: dict[CgroupMembership, bool],
+) -> dict[GroupKey, Ingress]:
+    """By watched container: the `Ingress` of its network namespace this poll (none where the
+    namespace has no rate yet, see `croft.domain.collector.ingress`)."""
+    if not current.netns:
+        return {}
+    before = {n.inode: n for n in previous.netns} if previous is not None else {}
+    members = {p.tgid: p.cgroups for p in current.processes}
+    out: dict[GroupKey, Ingress] = {}
+    for sample in current.netns:
+        value = ingress(sample, before.get(sample.inode), interval_ns, current.kernel)
+        if value is None:
+            continue
+        for tgid in sample.tgids:
+            membership = members.get(tgid)
+            if membership is None:
+                continue
+            verdict = watched_memo.get(membership)
+            if verdict is None:
+                verdict = watched_memo[membership] = watched(membership, config.watch)
+            if verdict:
+                out.setdefault(group_key(membership), value)
+    return out
+
+
 def _place_short_lived(
     pending: dict[GroupKey, _Pending],
     out: list[Row],
@@ -204,20 +240,24 @@ def _place_short_lived(
     poll_index: int,
     config: CollectorConfig,
     watched_memo: dict[CgroupMembership, bool],
+    offered: Mapping[GroupKey, Ingress],
 ) -> int:
-    """Attach each container's pending summary to its carrier row (writing one when the container
-    has none), in place; returns the syscall count no row could carry."""
+    """Attach each container's pending summary and its `Ingress` to its carrier row (writing one
+    when the container has none and has either short-lived syscalls or an active ingress), in
+    place; returns the syscall count no row could carry."""
     carriers: dict[GroupKey, int] = {}
     for index, row in enumerate(out):
         key = _row_key(row)
-        if key in pending:
+        if key in pending or key in offered:
             best = carriers.get(key)
             if best is None or (len(row.process.cgroup), row.tgid) < (
                 len(out[best].process.cgroup),
                 out[best].tgid,
             ):
                 carriers[key] = index
-    missing = {key for key in pending if key not in carriers}
+    missing = {key for key in pending if key not in carriers} | {
+        key for key, value in offered.items() if key not in carriers and active(value)
+    }
     if missing:
         candidates = sorted(
             (p for p in current.processes if p.tgid in before and group_key(p.cgroups) in missing),
@@ -250,6 +290,10 @@ def _place_short_lived(
             processes=len(folded.tgids) + folded.unread, syscalls=_syscalls(folded.counts, interval_s)
         )
         out[carrier] = attrs.evolve(out[carrier], short_lived=summary)
+    for key, value in offered.items():
+        carrier = carriers.get(key)
+        if carrier is not None:
+            out[carrier] = attrs.evolve(out[carrier], ingress=value)
     out.sort(key=lambda row: row.tgid)
     return unplaced
 

@@ -114,10 +114,38 @@ class Unread:
 
 
 @attrs.frozen
+class NetnsSample:
+    """What one network namespace's /proc/<pid>/net files say at one poll, read through one of its
+    processes (`croft.domain.collector.netparse`). `inode` names the namespace (the inode of
+    /proc/<pid>/ns/net); `tgids` are the poll's processes in it, ascending. Counters are cumulative
+    over the namespace's life: `passive_opens` and `in_segs` (snmp `Tcp:` PassiveOpens, connections
+    the kernel accepted a handshake for, and InSegs, TCP segments received), `listen_drops` (netstat
+    `TcpExt:` ListenDrops), `rx_bytes`/`rx_packets` (dev, every interface but lo). Gauges:
+    `listen_backlog` (connections waiting in accept queues), `unread_bytes` (bytes received and not
+    yet read by the application). `addresses` are its own addresses (loopback and link-local left
+    out), `listen_ports` the TCP ports it listens on: they attribute the eBPF counts
+    (`croft.domain.collector.kernel.EndpointCounts`) to it."""
+
+    inode: int
+    tgids: tuple[int, ...]
+    passive_opens: int
+    in_segs: int
+    listen_drops: int
+    rx_bytes: int
+    rx_packets: int
+    listen_backlog: int
+    unread_bytes: int
+    addresses: tuple[str, ...] = ()
+    listen_ports: tuple[int, ...] = ()
+
+
+@attrs.frozen
 class Poll:
     """Everything one poll saw. `dropped` counts pids that exited between listing and reading, or
     whose files could not be parsed (a torn read); they are left out of `processes`. `unread` holds
-    the syscalls of processes that were not read, by membership (empty in traces recorded before)."""
+    the syscalls of processes that were not read, by membership (empty in traces recorded before);
+    `netns` the network namespaces of the poll's containers (empty in traces recorded before, and
+    where nothing was read)."""
 
     at: Instant
     ticks_per_s: int
@@ -127,3 +155,4 @@ class Poll:
     gpu: GpuHolders = attrs.field(factory=GpuHolders)
     dropped: int = 0
     unread: tuple[Unread, ...] = ()
+    netns: tuple[NetnsSample, ...] = ()

@@ -1,13 +1,13 @@
 """The one converter that owns the dataset's JSON shape (docs/dataset.md).
 
 On disk a row's keys come in this order: unix_ms, tgid, node, process, workload, ioctl_count,
-since_last_gpu_ioctl_ms, usage, cgroup_usage, syscalls, short_lived, label, which is the field
-order of `croft.domain.dataset.row`: cattrs generates both directions from those classes. `node`,
-`framework`, the two GPU fields, `short_lived` and `label` are left out when None (rows of
-collectors before `node` or `short_lived` have none): `framework`, the last field of its object, by
-cattrs' `omit_if_default` override; the row's five by dropping them after the generated function,
-because cattrs writes the fields it may omit after all the others, and most of these stand
-mid-row.
+since_last_gpu_ioctl_ms, usage, cgroup_usage, syscalls, short_lived, ingress, label, which is the
+field order of `croft.domain.dataset.row`: cattrs generates both directions from those classes.
+`node`, `framework`, the two GPU fields, `short_lived`, `ingress` and `label` are left out when None
+(rows of collectors before `node`, `short_lived` or `ingress` have none): `framework`, the last
+field of its object, and `ingress`'s two eBPF fields, its last two, by cattrs' `omit_if_default`
+override; the row's six by dropping them after the generated function, because cattrs writes the
+fields it may omit after all the others, and most of these stand mid-row.
 Structuring is strict: a wrong type is an error, never coerced, so a reader can tell a row from a
 line that only looks like one.
 """
@@ -25,6 +25,7 @@ from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, overrid
 from croft.domain.dataset.row import (
     WORKLOADS,
     CgroupUsage,
+    Ingress,
     Process,
     Row,
     ShortLived,
@@ -86,7 +87,7 @@ def _make_converter() -> cattrs.Converter:
     conv.register_structure_hook(str, _strict_str)
     conv.register_structure_hook_func(lambda t: t == Workload, _workload)
     conv.register_structure_hook_func(lambda t: t == tuple[SyscallRate, ...], _syscalls)
-    for cls in (Usage, CgroupUsage, SyscallRate, ShortLived):
+    for cls in (Usage, CgroupUsage, SyscallRate, ShortLived, Ingress):
         conv.register_structure_hook(cls, make_dict_structure_fn(cls, conv, _cattrs_forbid_extra_keys=True))
     conv.register_structure_hook(
         Process, make_dict_structure_fn(Process, conv, _cattrs_forbid_extra_keys=True)
@@ -96,6 +97,15 @@ def _make_converter() -> cattrs.Converter:
         conv.register_unstructure_hook(cls, make_dict_unstructure_fn(cls, conv))
     conv.register_unstructure_hook(
         Process, make_dict_unstructure_fn(Process, conv, framework=override(omit_if_default=True))
+    )
+    conv.register_unstructure_hook(
+        Ingress,
+        make_dict_unstructure_fn(
+            Ingress,
+            conv,
+            tcp_data_segments_s=override(omit_if_default=True),
+            tcp_connections_s=override(omit_if_default=True),
+        ),
     )
     every_field = make_dict_unstructure_fn(Row, conv)
 
@@ -110,7 +120,7 @@ def _make_converter() -> cattrs.Converter:
     return conv
 
 
-OMITTED_WHEN_NONE = ("node", "ioctl_count", "since_last_gpu_ioctl_ms", "short_lived", "label")
+OMITTED_WHEN_NONE = ("node", "ioctl_count", "since_last_gpu_ioctl_ms", "short_lived", "ingress", "label")
 """The row's fields left out of its line when None (and `process.framework`, of its object)."""
 
 converter = _make_converter()

@@ -77,12 +77,39 @@ class ShortLived:
 
 
 @attrs.frozen(kw_only=True)
+class Ingress:
+    """Load offered to the container's network namespace over the poll interval, counted where the
+    kernel receives it rather than where the application answers it, so it keeps rising once the
+    application saturates. The containers of one pod share a namespace and carry the same numbers
+    (sum per pod, not per container); host-network processes get none. `*_s` fields are per second:
+    `tcp_passive_opens_s` handshakes the kernel completed (snmp PassiveOpens), `tcp_in_segs_s` TCP
+    segments received (InSegs), `rx_packets_s`/`rx_bytes_s` received on every interface but lo,
+    `listen_drops_s` connections the accept queue dropped (ListenDrops). `listen_backlog` is the
+    connections waiting to be accepted now and `unread_bytes` the bytes received and not yet read
+    now (what `ss` shows as Recv-Q). From eBPF, per listening port of the namespace:
+    `tcp_data_segments_s` TCP segments that carried data (one per small request) and
+    `tcp_connections_s` handshakes begun; None (left out) without the tracepoints."""
+
+    tcp_passive_opens_s: float
+    tcp_in_segs_s: float
+    rx_packets_s: float
+    rx_bytes_s: float
+    listen_drops_s: float
+    listen_backlog: int
+    unread_bytes: int
+    tcp_data_segments_s: float | None = None
+    tcp_connections_s: float | None = None
+
+
+@attrs.frozen(kw_only=True)
 class Row:
     """One JSON line of the dataset. `ioctl_count` and `since_last_gpu_ioctl_ms` are both None for a
     process that never touched a GPU; `label` is None outside labelled experiments. `node` is the
     node the collector ran on (`croft run --node`); None in rows of older collectors, whose readers
     take the node from the per-node directory's name instead. `short_lived` is on at most one row
-    per container and poll (see `ShortLived`); None elsewhere and in rows of older collectors."""
+    per container and poll (see `ShortLived`); None elsewhere and in rows of older collectors.
+    `ingress` is on the same row (see `Ingress`), when the container's network namespace was
+    measured this poll and the one before; None elsewhere and in rows of older collectors."""
 
     unix_ms: int
     tgid: int
@@ -95,4 +122,5 @@ class Row:
     cgroup_usage: CgroupUsage
     syscalls: tuple[SyscallRate, ...] = ()
     short_lived: ShortLived | None = None
+    ingress: Ingress | None = None
     label: str | None = None

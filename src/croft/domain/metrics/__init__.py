@@ -8,8 +8,11 @@ from croft.domain.metrics.exposition import BadExposition, Sample, parse_exposit
 from croft.domain.metrics.names import (
     COLLECTOR_POLL_S,
     CONTAINER_CPU_CORES,
+    CONTAINER_INGRESS_RATE,
     CONTAINER_SYSCALL_RATE,
+    INGRESS_SIGNALS,
     LABEL_CONTAINER_ID,
+    LABEL_SIGNAL,
     LABEL_SYSCALL,
     LAST_POLL_TIMESTAMP_SECONDS,
     OTHER_SYSCALLS,
@@ -19,8 +22,11 @@ from croft.domain.metrics.names import (
 __all__ = [
     "COLLECTOR_POLL_S",
     "CONTAINER_CPU_CORES",
+    "CONTAINER_INGRESS_RATE",
     "CONTAINER_SYSCALL_RATE",
+    "INGRESS_SIGNALS",
     "LABEL_CONTAINER_ID",
+    "LABEL_SIGNAL",
     "LABEL_SYSCALL",
     "LAST_POLL_TIMESTAMP_SECONDS",
     "OTHER_SYSCALLS",

@@ -17,6 +17,9 @@ empty for a watched host cgroup) and label `cgroup` (the container's cgroup path
 | `croft_container_pressure_avg10` | container_id, resource (cpu, memory, io) | PSI `some avg10`, percent |
 | `croft_container_pressure_ratio` | container_id, resource | the same as a share of time, 0..1 |
 | `croft_container_pressure_waiting_seconds_total` | container_id, resource | counter: PSI `some total`, s |
+| `croft_container_ingress_rate` | container_id, signal (`INGRESS_SIGNALS`) | per second (dataset `ingress`) |
+| `croft_container_listen_backlog` | container_id | connections waiting to be accepted |
+| `croft_container_unread_bytes` | container_id | bytes received, not yet read |
 | `croft_container_syscalls_total` | container_id, syscall | counter: syscalls (every syscall it made) |
 | `croft_container_cpu_seconds_total` | container_id | counter: CPU seconds (cgroup cpu.stat) |
 | `croft_container_cpu_periods_total` | container_id | counter: CFS periods (nr_periods), when read |
@@ -48,8 +51,10 @@ The collector's own health:
 
 and prometheus_client's `process_*` metrics of the collector process itself.
 
-`croft scale` needs `croft_container_syscall_rate` and `croft_last_poll_timestamp_seconds`: the latter
-tells it how old the collector's numbers are.
+`croft scale` needs `croft_container_syscall_rate` (or, with `--signal`, `croft_container_ingress_rate`)
+and `croft_last_poll_timestamp_seconds`: the latter tells it how old the collector's numbers are.
+The ingress series are the namespace's, shared by the containers of a pod: a reader takes them once
+per pod. A container without a measured namespace this poll (host network, no rate yet, idle) has none.
 """
 
 from __future__ import annotations
@@ -70,6 +75,9 @@ CONTAINER_NETWORK_TRANSMIT_BYTES_TOTAL = "croft_container_network_transmit_bytes
 CONTAINER_FS_READ_BYTES_TOTAL = "croft_container_fs_read_bytes_total"
 CONTAINER_FS_WRITE_BYTES_TOTAL = "croft_container_fs_write_bytes_total"
 CONTAINER_INFO = "croft_container_info"
+CONTAINER_INGRESS_RATE = "croft_container_ingress_rate"
+CONTAINER_LISTEN_BACKLOG = "croft_container_listen_backlog"
+CONTAINER_UNREAD_BYTES = "croft_container_unread_bytes"
 
 POLL_DURATION_SECONDS = "croft_poll_duration_seconds"
 LAST_POLL_TIMESTAMP_SECONDS = "croft_last_poll_timestamp_seconds"
@@ -88,9 +96,21 @@ LABEL_CGROUP = "cgroup"
 LABEL_POD_UID = "pod_uid"
 LABEL_POD = "pod"
 LABEL_NAMESPACE = "namespace"
+LABEL_SIGNAL = "signal"
 OTHER_SYSCALLS = "other"
 SYSCALLS_PER_CONTAINER = 24
 PRESSURE_RESOURCES: tuple[str, ...] = ("cpu", "memory", "io")
+INGRESS_SIGNALS: tuple[str, ...] = (
+    "tcp_data_segments",
+    "tcp_connections",
+    "tcp_passive_opens",
+    "tcp_in_segs",
+    "rx_packets",
+    "rx_bytes",
+    "listen_drops",
+)
+"""The `signal` label values of `croft_container_ingress_rate`: the row's `ingress` fields without
+their `_s` (the first two come from eBPF and are left out without the tracepoints)."""
 
 HELP: dict[str, str] = {
     CONTAINER_SYSCALL_RATE: "Syscalls per second of the container's processes in the last poll, by syscall.",
@@ -110,6 +130,9 @@ HELP: dict[str, str] = {
     CONTAINER_NETWORK_TRANSMIT_BYTES_TOTAL: "Bytes the container's processes sent.",
     CONTAINER_FS_READ_BYTES_TOTAL: "Bytes the container's processes read from storage.",
     CONTAINER_FS_WRITE_BYTES_TOTAL: "Bytes the container's processes wrote to storage.",
+    CONTAINER_INGRESS_RATE: "Load offered to the container's network namespace per second, by signal.",
+    CONTAINER_LISTEN_BACKLOG: "Connections waiting to be accepted in the container's network namespace.",
+    CONTAINER_UNREAD_BYTES: "Bytes received and not yet read in the container's network namespace.",
     CONTAINER_INFO: "1 per container: the pod UID its cgroup names, pod name and namespace where readable.",
     POLL_DURATION_SECONDS: "Seconds the newest poll took.",
     LAST_POLL_TIMESTAMP_SECONDS: "Unix time of the newest poll, seconds.",

@@ -16,7 +16,8 @@ Cardinality is bounded by the newest poll:
   CPU series), CPU 0 and its last memory and pressure, so it does not blink in and out of Prometheus;
 - a group none of whose processes is in the poll disappears;
 - a group carries its `SYSCALLS_PER_CONTAINER` busiest syscalls (ties by name) and the rest summed
-  under `syscall="other"`: at most 25 syscall series, 31 series in all, per group.
+  under `syscall="other"`: at most 25 syscall series, 31 series in all, per group, plus, when its
+  row carries an `ingress` this poll, up to 7 ingress rates and 2 queue gauges.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 import attrs
 
 from croft.domain.collector import PER_S_DIGITS, CgroupMembership, Poll, display_path, membership_container_id
-from croft.domain.dataset import Row
+from croft.domain.dataset import Ingress, Row
 from croft.domain.metrics import names as names
 from croft.domain.metrics.counters import GroupCounters, advance, own_samples, pod_uid
 from croft.domain.metrics.exposition import Sample
@@ -46,6 +47,7 @@ class GroupValues:
     cpu_throttled_fraction: float
     memory_bytes: int
     pressure_avg10: tuple[float, float, float]  # cpu, memory, io, in PRESSURE_RESOURCES order
+    ingress: Ingress | None = None
 
 
 @attrs.frozen
@@ -119,6 +121,7 @@ def groups_of(rows: Iterable[Row]) -> dict[GroupKey, GroupValues]:
                 name = label_text(call.name)
                 totals[name] = totals.get(name, 0.0) + call.rate_per_sec
         usage = own.cgroup_usage
+        offered = next((row.ingress for row in group_rows if row.ingress is not None), None)
         out[key] = GroupValues(
             container_id=label_text(key[0]),
             cgroup=label_text(own.process.cgroup),
@@ -127,12 +130,13 @@ def groups_of(rows: Iterable[Row]) -> dict[GroupKey, GroupValues]:
             cpu_throttled_fraction=usage.cpu_throttled_fraction,
             memory_bytes=usage.memory_bytes,
             pressure_avg10=(usage.cpu_pressure_avg10, usage.memory_pressure_avg10, usage.io_pressure_avg10),
+            ingress=offered,
         )
     return out
 
 
 def _quiet(values: GroupValues) -> GroupValues:
-    return attrs.evolve(values, syscalls=(), cpu_cores=0.0, cpu_throttled_fraction=0.0)
+    return attrs.evolve(values, syscalls=(), cpu_cores=0.0, cpu_throttled_fraction=0.0, ingress=None)
 
 
 def series(
@@ -253,6 +257,7 @@ def _samples(
         for resource, avg10 in zip(names.PRESSURE_RESOURCES, group.pressure_avg10, strict=True):
             labels = _labels(group, (names.LABEL_RESOURCE, resource))
             out.append(Sample(names.CONTAINER_PRESSURE_AVG10, labels, avg10))
+    out.extend(_ingress_samples(ordered))
     out.extend(
         Sample(name, (), float(value))
         for name, value in zip(
@@ -270,6 +275,39 @@ def _samples(
         )
     )
     return tuple(out)
+
+
+def ingress_rates(value: Ingress) -> tuple[tuple[str, float], ...]:
+    """(signal, per second) of `value` in `names.INGRESS_SIGNALS` order; eBPF ones only when measured."""
+    rates = (
+        value.tcp_data_segments_s,
+        value.tcp_connections_s,
+        value.tcp_passive_opens_s,
+        value.tcp_in_segs_s,
+        value.rx_packets_s,
+        value.rx_bytes_s,
+        value.listen_drops_s,
+    )
+    return tuple((n, r) for n, r in zip(names.INGRESS_SIGNALS, rates, strict=True) if r is not None)
+
+
+def _ingress_samples(ordered: Sequence[GroupValues]) -> list[Sample]:
+    measured = [g for g in ordered if g.ingress is not None]
+    out: list[Sample] = []
+    for group in measured:
+        assert group.ingress is not None
+        for signal, rate in ingress_rates(group.ingress):
+            labels = _labels(group, (names.LABEL_SIGNAL, signal))
+            out.append(Sample(names.CONTAINER_INGRESS_RATE, labels, rate))
+    queues: tuple[tuple[str, Callable[[Ingress], int]], ...] = (
+        (names.CONTAINER_LISTEN_BACKLOG, lambda i: i.listen_backlog),
+        (names.CONTAINER_UNREAD_BYTES, lambda i: i.unread_bytes),
+    )
+    for name, value_of in queues:
+        for group in measured:
+            assert group.ingress is not None
+            out.append(Sample(name, _labels(group), float(value_of(group.ingress))))
+    return out
 
 
 HEALTH_NAMES = (

@@ -3,8 +3,10 @@
 `desired_replicas(observations, deployment, config, history)` is the whole policy, a pure function:
 
 - request rate (requests/s) = the summed `config.syscall` rate of the Deployment's containers,
-  from every collector's /metrics, ÷ `calls_per_request`; the estimate may also carry a backlog of
-  queued requests;
+  from every collector's /metrics, ÷ `calls_per_request`; with `config.signal` other than
+  `syscall`, the `croft_container_ingress_rate` of that signal instead, taken once per pod (the
+  containers of a pod share the network namespace it counts), ÷ `calls_per_request`; the estimate
+  may also carry a backlog of queued requests;
 - desired = ceil(rate × CPU per request ÷ (CPU limit × target) + backlog × CPU per request ÷
   (`drain_s` × CPU limit)), clamped to [1, max_replicas] (`croft.domain.scaling.sizing`): the
   replicas the load needs and those that drain the backlog within `drain_s`, in one step;
@@ -33,13 +35,17 @@ import attrs
 from croft.domain.metrics import (
     COLLECTOR_POLL_S,
     CONTAINER_CPU_CORES,
+    CONTAINER_INGRESS_RATE,
     CONTAINER_SYSCALL_RATE,
+    INGRESS_SIGNALS,
     LABEL_CONTAINER_ID,
+    LABEL_SIGNAL,
     LABEL_SYSCALL,
     LAST_POLL_TIMESTAMP_SECONDS,
     OTHER_SYSCALLS,
     SYSCALLS_PER_CONTAINER,
     BadExposition,
+    Sample,
     parse_exposition,
 )
 from croft.domain.scaling.sizing import DRAIN_S, clamp_replicas, replica_need
@@ -57,12 +63,18 @@ ReasonCode = Literal[
 ]
 MAX_GAPS_IN_REASON = 3
 _WANTED = frozenset({CONTAINER_SYSCALL_RATE, CONTAINER_CPU_CORES, LAST_POLL_TIMESTAMP_SECONDS})
+_WANTED_INGRESS = frozenset({CONTAINER_INGRESS_RATE, CONTAINER_CPU_CORES, LAST_POLL_TIMESTAMP_SECONDS})
+SYSCALL_SIGNAL = "syscall"
+SIGNALS: tuple[str, ...] = (SYSCALL_SIGNAL, *INGRESS_SIGNALS)
+"""The choices of `--signal`: `syscall` (the `--syscall` rate, the default) or an ingress signal."""
 
 
 @attrs.frozen
 class ScaleConfig:
     """The options of `croft scale`. `stabilization_s` is the scale-down window (300 s by default,
-    the HPA's, so both arms of an experiment scale down alike)."""
+    the HPA's, so both arms of an experiment scale down alike). `signal` is what counts requests:
+    `syscall` (the `syscall` rate) or one of `INGRESS_SIGNALS`; `calls_per_request` is how many of
+    it one request makes (syscalls, data segments, connections, bytes, ...)."""
 
     syscall: str
     calls_per_request: float
@@ -73,6 +85,7 @@ class ScaleConfig:
     interval_s: float = 2.0
     stabilization_s: float = 300.0
     drain_s: float = DRAIN_S
+    signal: str = SYSCALL_SIGNAL
 
     @property
     def stale_after_ms(self) -> int:
@@ -83,7 +96,7 @@ class ScaleConfig:
 # The ranges options must fall in: beyond them an option is a typo or a unit mistake, and the
 # arithmetic of the decision (ms from seconds, a need of rate x cost / share) stays finite.
 OPTION_RANGES: dict[str, tuple[float, float, str]] = {
-    "--calls-per-request": (1e-3, 1e6, "syscalls of --syscall per request"),
+    "--calls-per-request": (1e-3, 1e6, "syscalls of --syscall, or units of --signal, per request"),
     "--cpu-per-request-ms": (1e-3, 1e6, "CPU milliseconds per request"),
     "--target": (0.01, 1.0, "a share of the CPU limit such as 0.7"),
     "--interval": (0.1, 3600.0, "seconds between polls"),
@@ -102,6 +115,8 @@ def _out_of_range(option: str, value: float) -> str | None:
 def config_problem(config: ScaleConfig) -> str | None:
     """One sentence naming the first invalid option, or None when the configuration is usable.
     NaN, infinities and values outside `OPTION_RANGES` are invalid."""
+    if config.signal not in SIGNALS:
+        return f"--signal {config.signal!r:.40} is not one croft measures; give one of {', '.join(SIGNALS)}"
     if not config.syscall:
         return "--syscall is empty; name the syscall that counts requests, e.g. sendto"
     if not config.syscall.isprintable() or '"' in config.syscall or "\\" in config.syscall:
@@ -217,6 +232,8 @@ class Decision:
 
 def estimate_rate(observations: Observations, config: ScaleConfig) -> Estimate:
     """The Deployment's request rate from the collectors' scrapes, with every gap named."""
+    if config.signal != SYSCALL_SIGNAL:
+        return _estimate_from_ingress(observations, config)
     gaps: list[str] = []
     known: set[str] = set()
     rates: dict[str, float] = {}
@@ -293,6 +310,97 @@ def estimate_rate(observations: Observations, config: ScaleConfig) -> Estimate:
                 gaps.append(f"{where} is busy but has no {syscall} series")
     return Estimate(
         request_rate=calls / config.calls_per_request, containers_counted=counted, gaps=tuple(gaps)
+    )
+
+
+def _fresh_samples(
+    observations: Observations,
+    config: ScaleConfig,
+    wanted: frozenset[str],
+    containing: dict[str, str | tuple[str, ...]],
+    gaps: list[str],
+) -> list[tuple[str, tuple[Sample, ...]]]:
+    """(collector, samples) of every collector that answered with current numbers; the others are
+    named in `gaps`."""
+    now = observations.now_ms
+    ours = (LABEL_CONTAINER_ID, frozenset(c for pod in observations.pods for c in pod.container_ids))
+    out: list[tuple[str, tuple[Sample, ...]]] = []
+    if not observations.scrapes:
+        gaps.append("no collector was found to scrape")
+    for scrape in observations.scrapes:
+        if scrape.body is None:
+            gaps.append(f"collector {scrape.collector} did not answer: {scrape.error or 'no reply'}")
+            continue
+        if now - scrape.fetched_at_ms > config.stale_after_ms:
+            gaps.append(
+                f"collector {scrape.collector} was scraped {(now - scrape.fetched_at_ms) / 1000:.1f} s ago"
+            )
+            continue
+        try:
+            samples = parse_exposition(scrape.body, wanted, containing, ours)
+        except BadExposition as exc:
+            gaps.append(f"collector {scrape.collector} served bad /metrics: {exc}")
+            continue
+        last_poll = [s.value for s in samples if s.name == LAST_POLL_TIMESTAMP_SECONDS]
+        if not last_poll or not math.isfinite(last_poll[0]):
+            gaps.append(f"collector {scrape.collector} serves no {LAST_POLL_TIMESTAMP_SECONDS}")
+            continue
+        age_ms = now - last_poll[0] * 1000
+        if age_ms > config.stale_after_ms:
+            gaps.append(f"collector {scrape.collector}'s newest poll is {age_ms / 1000:.1f} s old")
+            continue
+        out.append((scrape.collector, samples))
+    return out
+
+
+def _estimate_from_ingress(observations: Observations, config: ScaleConfig) -> Estimate:
+    """The request rate from `config.signal`'s ingress rate: per pod the largest of its containers'
+    (they share one namespace and serve the same number), summed over pods, ÷ calls per request.
+    A busy container (CPU above 0) whose pod has no series of the signal makes it a lower bound."""
+    gaps: list[str] = []
+    known: set[str] = set()
+    rates: dict[str, float] = {}
+    garbled: dict[str, str] = {}
+    busy: dict[str, bool] = {}
+    signal = config.signal
+    containing: dict[str, str | tuple[str, ...]] = {CONTAINER_INGRESS_RATE: f'"{signal}"'}
+    for collector, samples in _fresh_samples(observations, config, _WANTED_INGRESS, containing, gaps):
+        for sample in samples:
+            container = sample.label(LABEL_CONTAINER_ID)
+            if container is None or sample.name == LAST_POLL_TIMESTAMP_SECONDS:
+                continue
+            known.add(container)
+            sound = math.isfinite(sample.value) and sample.value >= 0
+            if sample.name == CONTAINER_CPU_CORES:
+                busy[container] = busy.get(container, False) or not sound or sample.value > 0
+            elif sample.label(LABEL_SIGNAL) == signal:
+                if not sound:
+                    garbled.setdefault(container, f"{collector} serves {signal} {_value(sample.value)}")
+                else:
+                    rates[container] = max(rates.get(container, 0.0), sample.value)
+    total = 0.0
+    counted = 0
+    for pod in observations.pods:
+        pod_rate: float | None = None
+        pod_busy = ""
+        for container in pod.container_ids:
+            where = f"pod {pod.name} container {container[:12]}"
+            if container not in known:
+                gaps.append(f"{where} has no series")
+                continue
+            counted += 1
+            if container in garbled:
+                gaps.append(f"{where}: collector {garbled[container]}, not a rate ≥ 0 (garbled data)")
+            if container in rates:
+                pod_rate = max(pod_rate or 0.0, rates[container])
+            elif busy.get(container, False):
+                pod_busy = where
+        if pod_rate is not None:
+            total += pod_rate
+        elif pod_busy:
+            gaps.append(f"{pod_busy} is busy but has no {signal} series (no ingress measured yet)")
+    return Estimate(
+        request_rate=total / config.calls_per_request, containers_counted=counted, gaps=tuple(gaps)
     )
 
 

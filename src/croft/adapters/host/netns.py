@@ -1,0 +1,128 @@
+"""The network namespaces of a poll's processes, read through /proc/<pid>/net (`NetnsSample`).
+
+Every process read in full is placed in its namespace by the inode of /proc/<pid>/ns/net (cached per
+pid and start time). Each namespace but the host's (the one of pid 1) is then read once, through its
+lowest pid: `net/snmp`, `net/netstat`, `net/dev`, `net/tcp` and `net/tcp6` every poll, its own
+addresses (`net/fib_trie`, `net/if_inet6`) every `addresses_every` polls. A namespace none of whose
+processes can be read this poll (all exited, a torn file) is left out of the poll, never an error.
+
+Reading `net/tcp` walks the kernel's socket hash for that namespace's sockets: its cost grows with
+the host's sockets, once per namespace and poll.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from pathlib import Path
+
+import attrs
+
+from croft.adapters.host.procfs import read_bytes
+from croft.domain.collector.netparse import (
+    parse_dev_rx,
+    parse_fib_trie_local,
+    parse_if_inet6,
+    parse_mib,
+    parse_tcp_queues,
+)
+from croft.domain.collector.procparse import Unparsable
+from croft.domain.collector.snapshot import NetnsSample, ProcessSample
+
+log = logging.getLogger("croft.netns")
+
+
+@attrs.frozen
+class _Addresses:
+    read_at_poll: int
+    addresses: tuple[str, ...]
+
+
+def netns_inode(link: str) -> int | None:
+    """The inode of a `net:[4026531840]` link target; None for anything else."""
+    if link.startswith("net:[") and link.endswith("]"):
+        digits = link[5:-1]
+        if digits.isdigit():
+            return int(digits)
+    return None
+
+
+class NetnsFS:
+    """Reads the namespaces of the processes it is given, from `root` (`/proc`, or a fixture tree)."""
+
+    def __init__(self, root: Path = Path("/proc"), *, addresses_every: int = 15) -> None:
+        self._root = str(root)
+        self._addresses_every = addresses_every
+        self._inodes: dict[int, tuple[int, int | None]] = {}  # pid: (start ticks, netns inode)
+        self._addresses: dict[int, _Addresses] = {}
+        self._poll = 0
+
+    def _inode(self, pid: int) -> int | None:
+        try:
+            return netns_inode(os.readlink(f"{self._root}/{pid}/ns/net"))  # noqa: PTH115
+        except OSError:
+            return None
+
+    def read(self, processes: tuple[ProcessSample, ...]) -> tuple[NetnsSample, ...]:
+        """The namespaces of `processes` (but the host's), by inode."""
+        self._poll += 1
+        host = self._inode(1)
+        members: dict[int, list[int]] = {}
+        seen: dict[int, tuple[int, int | None]] = {}
+        for process in processes:
+            cached = self._inodes.get(process.tgid)
+            if cached is None or cached[0] != process.start_ticks:
+                cached = (process.start_ticks, self._inode(process.tgid))
+            seen[process.tgid] = cached
+            inode = cached[1]
+            if inode is not None and inode != host:
+                members.setdefault(inode, []).append(process.tgid)
+        self._inodes = seen
+        out: list[NetnsSample] = []
+        for inode in sorted(members):
+            tgids = sorted(members[inode])
+            sample = self._sample(inode, tgids)
+            if sample is not None:
+                out.append(sample)
+        self._addresses = {inode: a for inode, a in self._addresses.items() if inode in members}
+        return tuple(out)
+
+    def _sample(self, inode: int, tgids: list[int]) -> NetnsSample | None:
+        for tgid in tgids:
+            base = f"{self._root}/{tgid}/net/"
+            try:
+                snmp = parse_mib(read_bytes(base + "snmp"))
+                netstat = parse_mib(read_bytes(base + "netstat"))
+                rx_bytes, rx_packets = parse_dev_rx(read_bytes(base + "dev"))
+                queues = parse_tcp_queues(read_bytes(base + "tcp"))
+                with contextlib.suppress(FileNotFoundError):  # a kernel without IPv6
+                    queues = queues + parse_tcp_queues(read_bytes(base + "tcp6"))
+                addresses = self._own_addresses(inode, base)
+            except (OSError, Unparsable) as exc:
+                log.debug("network namespace %d through pid %d: %s", inode, tgid, exc)
+                continue
+            return NetnsSample(
+                inode=inode,
+                tgids=tuple(tgids),
+                passive_opens=snmp.get("Tcp.PassiveOpens", 0),
+                in_segs=snmp.get("Tcp.InSegs", 0),
+                listen_drops=netstat.get("TcpExt.ListenDrops", 0),
+                rx_bytes=rx_bytes,
+                rx_packets=rx_packets,
+                listen_backlog=queues.listen_backlog,
+                unread_bytes=queues.unread_bytes,
+                addresses=addresses,
+                listen_ports=queues.listen_ports,
+            )
+        return None
+
+    def _own_addresses(self, inode: int, base: str) -> tuple[str, ...]:
+        cached = self._addresses.get(inode)
+        if cached is not None and self._poll - cached.read_at_poll < self._addresses_every:
+            return cached.addresses
+        addresses = parse_fib_trie_local(read_bytes(base + "fib_trie"))
+        with contextlib.suppress(FileNotFoundError):
+            addresses = (*addresses, *parse_if_inet6(read_bytes(base + "if_inet6")))
+        self._addresses[inode] = _Addresses(self._poll, addresses)
+        return addresses
