@@ -160,7 +160,12 @@ def test_every_option_says_what_it_is_and_its_default():
 
 def test_answer_draws_a_figure_for_print(tmp_path):
     """PNG, PDF and SVG; titles in words, a legend for the arms' mean ± sd and the burst, the
-    client timeout labelled (the SVG keeps its text as text, so it can be read here)."""
+    client timeout labelled (the SVG keeps its text as text, so it can be read here). Its time
+    axis runs on past the scored window until both arms have scaled down after the burst, with
+    each arm's replica-seconds; the scored runs are the first 510 s of the drawn ones."""
+    from answer import FIGURE_TAIL_S, scale_down
+    from croft.runs.rundir import read_records, read_workload
+
     plot = tmp_path / "answer.png"
     out = run_py("answer", "--seeds", "2", "--data", str(tmp_path), "--plot", str(plot), timeout=300)
     assert out.returncode == 0, out.stderr
@@ -174,6 +179,25 @@ def test_answer_draws_a_figure_for_print(tmp_path):
         "burst",
         "10 s client timeout: the ceiling",
         "2 seeds per arm",
+        "end of the scored window",
+        "replica-seconds to 870 s",
     ):
         assert text in svg, text
     assert "--scale" not in svg
+    assert svg.count(" replica-s</text>") == 4  # each arm's, in both cases' replicas panels
+    scored = {r.run: r for r in read_records(tmp_path / "web")}
+    drawn = read_records(tmp_path / "web-figure")
+    assert sorted(r.run for r in drawn) == sorted(scored) and len(drawn) == 8
+    for record in drawn:
+        window = scored[record.run]
+        assert record.window_end_ms - window.window_end_ms == FIGURE_TAIL_S * 1000
+        assert record.burst_end_ms == window.burst_end_ms is not None
+        down = scale_down(tmp_path / "web-figure", record)
+        # the scale-down: back at the pre-burst replica count after the scored window ends, and
+        # before the figure does
+        assert down.back_s is not None, record.run
+        assert (window.window_end_ms - window.window_start_ms) / 1000 < down.back_s < 870 - 30, record.run
+        first = read_workload(tmp_path / "web" / record.run / "workload.csv")
+        assert read_workload(tmp_path / "web-figure" / record.run / "workload.csv")[: len(first)] == first
+    report = out.stdout.split("after the burst", 1)[1]
+    assert report.count("back at its pre-burst replicas at") == 4, out.stdout

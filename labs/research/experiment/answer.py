@@ -5,6 +5,13 @@ The answer to docs/experiments.md's question, without a cluster: for the webapp 
 and hotel-reservation at --scale 2, both arms (hpa: the Kubernetes HPA; croft: croft scale), N
 seeds each, mean ± sd of every compare score, and a figure (PNG, PDF and SVG) of offered and answered
 load, replicas and p95 over time per arm, mean ± sd over the seeds.
+
+The scores are the spec's window (the burst profile ends 180 s after the burst). Both arms keep
+their replicas for a 300 s scale-down window after the burst, so the scale-down comes after that
+window ends. The figure's runs therefore go on `FIGURE_TAIL_S` longer at the base rate (the same
+seeds: croft.sim is deterministic, so their first 510 s are the scored runs' to the request), and
+the replicas panel and the report give each arm's replica-seconds to the end of the figure and the
+time it was back at its replicas before the burst.
 """
 
 from __future__ import annotations
@@ -13,10 +20,12 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
+import attrs
+
 import apps
 import profiles
 import scoring
-from croft.runs.rundir import read_records, read_timeline, read_workload
+from croft.runs.rundir import RunRecord, read_records, read_timeline, read_workload
 from croft.sim import SimOptions, simulate, write_run
 
 ARM_OF_SCALER = {"none": "hpa", "croft": "croft", "fixed": "fixed"}
@@ -36,6 +45,17 @@ def simulate_runs(
         write_run(data_dir, result)
         names.append(run)
     return names
+
+
+FIGURE_TAIL_S = 360.0
+"""Seconds the figure's runs go on past the scored window, at the base rate: long enough for both
+arms' scale-down after their 300 s windows (seed 1: HPA back at 1 replica at 812 s of 870, croft at
+634 s)."""
+
+
+def figure_profile(scale: float) -> profiles.Profile:
+    """The answer's burst profile (warm-up included), its base after the burst `FIGURE_TAIL_S` longer."""
+    return profiles.with_warmup(profiles.burst(scale, after_s=profiles.BURST_AFTER_S + FIGURE_TAIL_S))
 
 
 def answer(seeds: int, data_root: Path, plot: Path | None, apps_path: Path = apps.APPS_JSON) -> str:
@@ -65,8 +85,17 @@ def answer(seeds: int, data_root: Path, plot: Path | None, apps_path: Path = app
         out.append("")
     scoring.write_csv(data_dir / "compare.csv", all_scores)
     if plot is not None:
-        draw(data_dir, plot)
-        out.append(f"plot: {plot}")
+        figure_dir = data_root / "web-figure"
+        shutil.rmtree(figure_dir, ignore_errors=True)
+        for app_name, scale in CASES:
+            app = apps.load(app_name, apps_path)
+            for arm in ("hpa", "croft"):
+                prefix = f"sim-{app_name}-{arm}-"
+                simulate_runs(app, figure_profile(scale), arm, range(1, seeds + 1), prefix, figure_dir)
+        scored_end_s = profiles.with_warmup(profiles.burst(1.0)).duration_s
+        draw(figure_dir, plot, scored_end_s)
+        out.append(scale_down_report(figure_dir, scored_end_s))
+        out.append(f"plot: {plot} (its runs: {figure_dir})")
     out.append(f"per-run scores: {data_dir / 'compare.csv'}")
     return "\n".join(out)
 
@@ -89,6 +118,76 @@ def _step_at(steps: Sequence[tuple[float, int]], t: float) -> int:
     return value
 
 
+def replica_series(data_dir: Path, record: RunRecord) -> list[float]:
+    """spec.replicas of one run at each whole second of its window, from 0."""
+    timeline = read_timeline(data_dir / record.run / "timeline.json")
+    steps = [
+        ((at - record.window_start_ms) / 1000, n)
+        for at, n in scoring.replicas_over(timeline, record.window_start_ms, record.window_end_ms)
+    ]
+    span = int((record.window_end_ms - record.window_start_ms) / 1000)
+    return [float(_step_at(steps, t)) for t in range(span + 1)]
+
+
+@attrs.frozen
+class ScaleDown:
+    """One run's replicas after its burst: `replica_seconds` over the whole run, and `back_s`, the
+    second from which it holds the replicas it had at the burst's onset to the end (None: never)."""
+
+    replica_seconds: float
+    back_s: float | None
+
+
+def replica_seconds(data_dir: Path, record: RunRecord) -> float:
+    """The integral of spec.replicas over the run's window, as `compare` scores it."""
+    timeline = read_timeline(data_dir / record.run / "timeline.json")
+    start, stop = record.window_start_ms, record.window_end_ms
+    steps = scoring.replicas_over(timeline, start, stop)
+    ends = [at for at, _ in steps[1:]] + [stop]
+    return sum(n * (end - at) / 1000 for (at, n), end in zip(steps, ends, strict=True))
+
+
+def scale_down(data_dir: Path, record: RunRecord) -> ScaleDown:
+    """The replica-seconds of `record`'s run and when it was back at its replicas before the burst."""
+    replicas = replica_series(data_dir, record)
+    onset_s = ((record.burst_onset_ms or record.window_start_ms) - record.window_start_ms) // 1000
+    before = replicas[min(onset_s, len(replicas) - 1)]
+    back = len(replicas)
+    while back > 0 and replicas[back - 1] == before:
+        back -= 1
+    return ScaleDown(replica_seconds(data_dir, record), float(back) if back < len(replicas) else None)
+
+
+def scale_down_report(data_dir: Path, scored_end_s: float) -> str:
+    """Per case and arm: replica-seconds to the end of the figure's runs and when the arm was back
+    at its pre-burst replicas, mean ± sd over the seeds."""
+    import statistics
+
+    records = read_records(data_dir)
+    lines = [
+        f"after the burst (the figure's runs: the base rate goes on {FIGURE_TAIL_S:g} s past the scored "
+        f"window's {scored_end_s:g} s):"
+    ]
+    for app_name, _scale in CASES:
+        parts = []
+        for arm in ("hpa", "croft"):
+            found = [scale_down(data_dir, r) for r in records if r.app == app_name and r.autoscaler == arm]
+            if not found:
+                continue
+            cost = [f.replica_seconds for f in found]
+            back = [f.back_s for f in found if f.back_s is not None]
+            sd = statistics.stdev(cost) if len(cost) > 1 else 0.0
+            back_sd = statistics.stdev(back) if len(back) > 1 else 0.0
+            when = (
+                f"back at its pre-burst replicas at {statistics.fmean(back):.0f} ± {back_sd:.0f} s"
+                if len(back) == len(found)
+                else f"not back at its pre-burst replicas in {len(found) - len(back)} of {len(found)} runs"
+            )
+            parts.append(f"{ARM_NAMES[arm]} {statistics.fmean(cost):.0f} ± {sd:.0f} replica-s, {when}")
+        lines.append(f"  {CASE_TITLES.get(app_name, app_name)}: " + "; ".join(parts))
+    return "\n".join(lines)
+
+
 def _mean_sd(series: Sequence[Sequence[float]]) -> tuple[list[float], list[float]]:
     """Per index, the mean and sample sd of the finite values across `series` (NaN where none)."""
     import math
@@ -103,10 +202,13 @@ def _mean_sd(series: Sequence[Sequence[float]]) -> tuple[list[float], list[float
     return means, sds
 
 
-def draw(data_dir: Path, path: Path) -> None:
+def draw(data_dir: Path, path: Path, scored_end_s: float | None = None) -> None:
     """Offered and answered load, replicas and p95 over time, one row per case: for each arm the
-    mean over its seeds with a band of ± one sd. Written as `path` (PNG) and beside it as PDF and
-    SVG, for print."""
+    mean over its seeds with a band of ± one sd, and its replica-seconds over the runs in the
+    replicas panel's legend; a line at `scored_end_s`, where the scored window ends, when the runs
+    go on past it. Written as `path` (PNG) and beside it as PDF and SVG, for print."""
+    import statistics
+
     import matplotlib
 
     matplotlib.use("Agg")
@@ -125,6 +227,7 @@ def draw(data_dir: Path, path: Path) -> None:
     records = read_records(data_dir)
     fig, axes = plt.subplots(len(CASES), 3, figsize=(17, 5.0 * len(CASES)), squeeze=False)
     seeds_seen = 0
+    span_s = 0.0
     for row, (app_name, _scale) in enumerate(CASES):
         ax_load, ax_rep, ax_p95 = axes[row]
         burst: tuple[float, float] | None = None
@@ -139,13 +242,7 @@ def draw(data_dir: Path, path: Path) -> None:
                 ok.append([float(r.ok) for r in rows])
                 p95.append([r.p95_ms if r.p95_ms is not None else float("nan") for r in rows])
                 offered = [float(r.target_rps) for r in rows]
-                timeline = read_timeline(data_dir / record.run / "timeline.json")
-                steps = [
-                    ((at - record.window_start_ms) / 1000, n)
-                    for at, n in scoring.replicas_over(timeline, record.window_start_ms, record.window_end_ms)
-                ]
-                span = int((record.window_end_ms - record.window_start_ms) / 1000)
-                replicas.append([float(_step_at(steps, t)) for t in range(span + 1)])
+                replicas.append(replica_series(data_dir, record))
                 if record.burst_onset_ms is not None and record.burst_end_ms is not None:
                     burst = (
                         (record.burst_onset_ms - record.window_start_ms) / 1000,
@@ -153,10 +250,14 @@ def draw(data_dir: Path, path: Path) -> None:
                     )
             color = COLORS.get(arm, "black")
             label = f"{ARM_NAMES.get(arm, arm)}, mean ± sd"
+            cost = [replica_seconds(data_dir, record) for record in runs]
+            cost_sd = statistics.stdev(cost) if len(cost) > 1 else 0.0
+            span_s = (runs[0].window_end_ms - runs[0].window_start_ms) / 1000
+            cost_label = f"{label}: {statistics.fmean(cost):.0f} ± {cost_sd:.0f} replica-s"
             for ax, series, floor in ((ax_load, ok, 0.0), (ax_rep, replicas, 0.0), (ax_p95, p95, 5.0)):
                 mean, sd = _mean_sd(series)
                 t = list(range(len(mean)))
-                ax.plot(t, mean, color=color, lw=1.8, label=label)
+                ax.plot(t, mean, color=color, lw=1.8, label=cost_label if ax is ax_rep else label)
                 ax.fill_between(
                     t,
                     [max(m - d, floor) for m, d in zip(mean, sd, strict=True)],
@@ -172,6 +273,9 @@ def draw(data_dir: Path, path: Path) -> None:
         if burst is not None:
             for ax in axes[row]:
                 ax.axvspan(*burst, color="red", alpha=0.07)
+        if scored_end_s is not None:
+            for ax in axes[row]:
+                ax.axvline(scored_end_s, color="black", ls="-.", lw=1, label="end of the scored window")
         ax_p95.axhline(scoring.SLO_P95_MS, color="red", ls="--", lw=1, label="500 ms objective")
         ax_p95.axhline(CLIENT_TIMEOUT_MS, color="gray", ls=":", lw=1.2)
         ax_p95.annotate(
@@ -185,10 +289,10 @@ def draw(data_dir: Path, path: Path) -> None:
             color="dimgray",
         )
         ax_p95.set_yscale("log")
-        ax_p95.set_ylim(bottom=5.0)
+        ax_p95.set_ylim(5.0, 2e6)  # room above the 10 s ceiling for the legend
         title = CASE_TITLES.get(app_name, app_name)
         ax_load.set_title(f"{title}:\noffered and answered load")
-        ax_rep.set_title(f"{title}:\nreplicas asked for")
+        ax_rep.set_title(f"{title}:\nreplicas asked for; replica-seconds to {span_s:g} s")
         ax_p95.set_title(f"{title}:\n95th percentile latency, per second")
         ax_load.set_ylabel("requests per second")
         ax_rep.set_ylabel("replicas")
@@ -200,6 +304,8 @@ def draw(data_dir: Path, path: Path) -> None:
             handles.append(Patch(color="red", alpha=0.15))
             labels.append("burst")
             ax.legend(handles, labels, loc="upper left", framealpha=0.9)
+        for ax in (ax_load, ax_rep):  # room above the lines for the legend
+            ax.set_ylim(0, ax.get_ylim()[1] * 1.55)
     seeds = f"{seeds_seen} seeds per arm" if seeds_seen else "no runs"
     fig.suptitle(
         f"Simulated burst: the Kubernetes HPA against croft scale ({seeds}; lines: mean, bands: ± one sd)"

@@ -85,10 +85,11 @@ def constant(scale: float = 1.0, duration_s: float = 300.0, rps: float | None = 
     return Profile("constant", _hold([(duration_s, rate)]), (("scale", scale), ("rps", rate)))
 
 
-def burst(scale: float = 1.0) -> Profile:
-    """Base for 180 s, peak for 120 s, base for 180 s (base 10, peak 150 RPS at scale 1)."""
+def burst(scale: float = 1.0, after_s: float = BURST_AFTER_S) -> Profile:
+    """Base for 180 s, peak for 120 s, base for 180 s (base 10, peak 150 RPS at scale 1); `after_s`
+    lengthens the base after the burst (the answer's figure runs on past the scored window)."""
     base, peak = BASE_RPS * scale, PEAK_RPS * scale
-    points = _hold([(BURST_BEFORE_S, base), (BURST_S, peak), (BURST_AFTER_S, base)])
+    points = _hold([(BURST_BEFORE_S, base), (BURST_S, peak), (after_s, base)])
     params = (("scale", scale), ("base_rps", base), ("peak_rps", peak))
     return Profile("burst", points, params, (BURST_BEFORE_S, BURST_BEFORE_S + BURST_S))
 
