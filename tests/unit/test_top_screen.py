@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from croft.domain.dataset.row import SyscallRate
 from croft.domain.times import BadTime, duration_ms, parse_time
-from croft.domain.top.cells import fit_cgroup, short_ids
+from croft.domain.top.cells import fit_cgroup, fit_parts, short_ids
 from croft.domain.top.keys import Screen, decode_keys, hint_line, press
 from croft.domain.top.layout import layout, lines
 from croft.domain.top.replay import Replay
@@ -275,6 +275,16 @@ def test_a_shown_cgroup_names_its_unit_and_a_table_fits_its_width(width: int) ->
         else:
             assert container[:12] in cell, (width, cell)  # the id, never cut to its last digits
             assert len(cell) >= 28 or cell == short_ids(CGROUPS[container])
+
+
+def test_a_header_too_wide_leaves_out_whole_parts() -> None:
+    header = build_table([golden_like()], T0_MS + 1000).header
+    assert header.endswith("· 4 processes (1 idle) · 0 GPU holders")
+    assert fit_parts(header, 200) == header
+    assert fit_parts(header, len(header) - 1) == header.removesuffix(" · 0 GPU holders")
+    assert fit_parts(header, 10) == header[:10]  # the first part alone is cut
+    for width in range(1, len(header) + 1):
+        assert len(fit_parts(header, width)) <= width
 
 
 def test_syscall_names_are_never_cut_only_whole_ones_left_out() -> None:

@@ -236,7 +236,12 @@ def _lines(
     if screen is not None:
         out.append((hint_line(state, steps > 0), "hint"))
     if width is not None:
-        out = [(text[:width], style) for text, style in out]
+        from croft.domain.top.cells import fit_parts
+
+        out = [
+            (fit_parts(text, width) if style in ("header", "hint") else text[:width], style)
+            for text, style in out
+        ]
     return out, table.first
 
 

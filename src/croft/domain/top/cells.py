@@ -85,6 +85,20 @@ def busiest_syscalls(row: Row, count: int = BUSIEST_SYSCALLS) -> str:
     return ITEM_SEP.join(f"{truncate(s.name, 64)} {human_rate(s.rate_per_sec)}/s" for s in busy[:count])
 
 
+def fit_parts(line: str, max_chars: int, sep: str = " · ") -> str:
+    """A line of parts joined by `sep` (the header, the key hints) in at most `max_chars`: the parts
+    that fit whole, the later ones left out; cut only when the first alone is too long."""
+    if len(line) <= max_chars:
+        return line
+    parts = line.split(sep)
+    kept = parts[0]
+    for part in parts[1:]:
+        if len(kept) + len(sep) + len(part) > max_chars:
+            break
+        kept += sep + part
+    return kept[:max_chars]
+
+
 def fit_items(cell: str, max_chars: int) -> str:
     """A list cell (items joined by two spaces) in at most `max_chars`: as many whole items as fit,
     then an ellipsis for the rest; a first item too long by itself is cut."""
