@@ -1,0 +1,180 @@
+"""Lead time of each candidate signal over the latency objective, per run (research/lead_time.ipynb).
+
+THRESHOLD_RULE states the rule; `lead_times` applies it to every (signal, run), one `LeadTime`
+each, so that a signal absent from a run or never crossing its threshold still has its row (with
+`lead_s` None and a note saying why).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Sequence
+
+import attrs
+
+from signals import GROUPS, Run, Series, all_series, burst_summary
+
+OBJECTIVE_MS = 500.0
+SIGMAS = 3.0
+MIN_RISE = 0.2
+ABSOLUTE_FLOOR = 1e-6
+MIN_BASELINE_SAMPLES = 2
+# Signals whose rise is the autoscalers' answer rather than a warning of the burst.
+NOT_SIGNALS = frozenset({"load", "replicas"})
+NOT_SIGNAL_NAMES = frozenset({"prom replicas", "prom restarts", "prom memory_bytes"})
+# syscalls slower than this during the burst (summed over the run's containers) are left out
+MIN_SYSCALL_RATE = 5.0
+
+THRESHOLD_RULE = (
+    f"Baseline: the signal's samples from the load's start to the burst's onset (t < 0), at least "
+    f"{MIN_BASELINE_SAMPLES}. "
+    f"Threshold: baseline mean + max({SIGMAS:g} x baseline sd, {MIN_RISE:g} x |baseline mean|, "
+    f"{ABSOLUTE_FLOOR:g}). Detected: the time stamp of the first sample at or after the onset "
+    f"(t >= 0) above the threshold. The objective is crossed at the first second (of scheduled send "
+    f"time, workload.csv) at or after the onset whose p95 latency exceeds {OBJECTIVE_MS:g} ms. "
+    "Lead time = objective crossed - detected: positive when the signal warned before p95 degraded."
+)
+
+
+@attrs.frozen
+class LeadTime:
+    """One (signal, run): its threshold, when it was detected and when p95 crossed the objective
+    (seconds from the burst's onset), and the lead time in seconds; None (with `note`) when one of
+    them did not happen."""
+
+    run: str
+    autoscaler: str
+    signal: str
+    group: str
+    unit: str
+    baseline_mean: float | None
+    baseline_sd: float | None
+    threshold: float | None
+    detected_s: float | None
+    objective_crossed_s: float | None
+    lead_s: float | None
+    note: str = ""
+
+
+def objective_crossed_s(run: Run, objective_ms: float = OBJECTIVE_MS) -> float | None:
+    """Seconds from onset of the first second at or after the onset whose p95 exceeds the objective."""
+    for row in run.workload:
+        t = run.seconds(row.unix_s * 1000)
+        if t >= 0 and row.p95_ms is not None and row.p95_ms > objective_ms:
+            return t
+    return None
+
+
+def threshold(series: Series, start_s: float) -> tuple[float, float, float] | None:
+    """(baseline mean, baseline sd, threshold) by THRESHOLD_RULE, the baseline being the samples from
+    the load's start (`start_s`, seconds from the onset) to the onset; None with too short a one."""
+    baseline = [v for t, v in zip(series.t_s, series.values, strict=True) if start_s <= t < 0]
+    if len(baseline) < MIN_BASELINE_SAMPLES:
+        return None
+    mean = statistics.fmean(baseline)
+    sd = statistics.stdev(baseline)
+    return mean, sd, mean + max(SIGMAS * sd, MIN_RISE * abs(mean), ABSOLUTE_FLOOR)
+
+
+def detected_s(series: Series, limit: float) -> float | None:
+    """The time stamp of the first sample at or after the onset above `limit`."""
+    return next((t for t, v in zip(series.t_s, series.values, strict=True) if t >= 0 and v > limit), None)
+
+
+def candidates(run: Run, series: Iterable[Series]) -> list[Series]:
+    """The series that are candidate signals (not the client's load, not the replica counts, and
+    syscalls only when their mean rate during the burst is MIN_SYSCALL_RATE or more)."""
+    out = []
+    for s in series:
+        if s.group in NOT_SIGNALS or s.name in NOT_SIGNAL_NAMES:
+            continue
+        if s.group == "syscalls" and (burst_summary(run, s).burst_mean or 0.0) < MIN_SYSCALL_RATE:
+            continue
+        out.append(s)
+    return out
+
+
+def lead_times(runs: Sequence[Run]) -> list[LeadTime]:
+    """One LeadTime per candidate signal (of any run) per run, by signal then run."""
+    per_run = {run.name: {s.name: s for s in candidates(run, all_series(run))} for run in runs}
+    kinds: dict[str, tuple[str, str]] = {}
+    for signals_of_run in per_run.values():
+        for s in signals_of_run.values():
+            kinds.setdefault(s.name, (s.group, s.unit))
+    names = sorted(kinds, key=lambda n: (GROUPS.index(kinds[n][0]), n))
+    out = []
+    for name in names:
+        group, unit = kinds[name]
+        for run in runs:
+            crossed = objective_crossed_s(run)
+            base = LeadTime(
+                run.name, run.record.autoscaler, name, group, unit, None, None, None, None, crossed, None
+            )
+            series = per_run[run.name].get(name)
+            if series is None:
+                out.append(attrs.evolve(base, note="no samples in this run"))
+                continue
+            limits = threshold(series, run.start_s)
+            if limits is None:
+                out.append(
+                    attrs.evolve(base, note=f"fewer than {MIN_BASELINE_SAMPLES} samples before the onset")
+                )
+                continue
+            mean, sd, limit = limits
+            found = detected_s(series, limit)
+            lead = None if found is None or crossed is None else crossed - found
+            note = (
+                "never crossed its threshold"
+                if found is None
+                else f"p95 never exceeded {OBJECTIVE_MS:g} ms"
+                if crossed is None
+                else ""
+            )
+            out.append(
+                attrs.evolve(
+                    base,
+                    baseline_mean=mean,
+                    baseline_sd=sd,
+                    threshold=limit,
+                    detected_s=found,
+                    lead_s=lead,
+                    note=note,
+                )
+            )
+    return out
+
+
+@attrs.frozen
+class Distribution:
+    """A signal's lead times across runs: how many runs, how many gave a lead time, mean and sd
+    (sd None below two), min and max (s)."""
+
+    signal: str
+    group: str
+    runs: int
+    detected: int
+    mean_s: float | None
+    sd_s: float | None
+    min_s: float | None
+    max_s: float | None
+
+
+def distributions(rows: Sequence[LeadTime]) -> list[Distribution]:
+    """Per signal (in the rows' order), the distribution of its lead times across runs."""
+    out = []
+    for name in dict.fromkeys(r.signal for r in rows):
+        mine = [r for r in rows if r.signal == name]
+        leads = [r.lead_s for r in mine if r.lead_s is not None]
+        out.append(
+            Distribution(
+                name,
+                mine[0].group,
+                len(mine),
+                len(leads),
+                statistics.fmean(leads) if leads else None,
+                statistics.stdev(leads) if len(leads) > 1 else None,
+                min(leads, default=None),
+                max(leads, default=None),
+            )
+        )
+    return out

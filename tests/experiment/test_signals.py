@@ -1,0 +1,118 @@
+"""The research notebooks' logic (labs/research/experiment: signals, leadtime) on hand-made runs
+whose answers are worked out by hand."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import leadtime
+import signals
+from croft.runs.load import SecondStats
+from croft.runs.rundir import RunRecord
+
+ONSET_MS = 1_000_000_020_000  # the load starts 20 s before
+
+
+def row(at_ms: int, cid: str, tgid: int, sendto: float, cpu: float, **extra: Any) -> dict[str, Any]:
+    return {
+        "unix_ms": at_ms,
+        "tgid": tgid,
+        "process": {
+            "comm": "python",
+            "exe": "/usr/bin/python3",
+            "cgroup": "/kubepods/x",
+            "container_id": cid,
+        },
+        "workload": "no-gpu",
+        "usage": {"cpu_cores": cpu / 2, "network_rx_bytes_s": 0.0, "network_tx_bytes_s": 0.0},
+        "cgroup_usage": {
+            "cpu_cores": cpu,
+            "cpu_throttled_fraction": 0.0,
+            "cpu_pressure_avg10": 0.0,
+            "memory_pressure_avg10": 0.0,
+            "io_pressure_avg10": 0.0,
+        },
+        "syscalls": [{"name": "sendto", "rate_per_sec": sendto}],
+        **extra,
+    }
+
+
+def second(at_s: int, p95_ms: float) -> SecondStats:
+    return SecondStats(at_s, ONSET_MS / 1000 + at_s, 10, 10, 10, p95_ms, p95_ms, p95_ms, 0, 0)
+
+
+def make_run(rows: list[dict[str, Any]], p95: dict[int, float]) -> signals.Run:
+    record = RunRecord(
+        run="r1", app="webapp", namespace="ns", deployment="webapp", autoscaler="hpa",
+        window_start_ms=ONSET_MS - 20_000, window_end_ms=ONSET_MS + 20_000, load={},
+        burst_onset_ms=ONSET_MS, burst_end_ms=ONSET_MS + 10_000, containers=(("p", "c1"),),
+    )  # fmt: skip
+    workload = tuple(second(s, p95.get(s, 80.0)) for s in range(-20, 20))
+    return signals.Run(record, Path("r1"), workload, None, (), (), tuple(rows))
+
+
+def test_two_processes_of_one_container_count_their_cgroup_once() -> None:
+    run = make_run([row(ONSET_MS, "c1", 1, 4.0, 0.5), row(ONSET_MS, "c1", 2, 6.0, 0.5)], {})
+    by_name = {s.name: s for s in signals.dataset_series(run)}
+    assert by_name["sendto()"].values == (10.0,)
+    assert by_name["cgroup cpu_cores"].values == (0.5,)
+    assert by_name["process cpu_cores"].values == (0.5,)
+    assert by_name["sendto()"].t_s == (0.0,)
+
+
+def test_fields_the_spec_does_not_list_are_offered_load_signals() -> None:
+    extra = {
+        "offered": {"connections_s": 5.0, "note": "x"},
+        "ingress": [{"name": "packets", "rate_per_sec": 7}],
+    }
+    assert signals.offered_fields(row(0, "c1", 1, 1.0, 0.1, **extra)) == {
+        "offered.connections_s": 5.0,
+        "ingress.packets": 7.0,
+    }
+    assert signals.offered_fields(row(0, "c1", 1, 1.0, 0.1)) == {}
+    run = make_run([row(ONSET_MS, "c1", 1, 1.0, 0.1, **extra), row(ONSET_MS, "c1", 2, 1.0, 0.1, **extra)], {})
+    offered = {s.name: s.values for s in signals.dataset_series(run) if s.group == "offered"}
+    assert offered == {"offered.connections_s": (5.0,), "ingress.packets": (7.0,)}  # once per container
+    assert signals.has_offered_fields([run])
+
+
+def test_lead_time_is_when_p95_crossed_minus_when_the_signal_did() -> None:
+    # baseline sendto 10/s, flat: threshold 10 + 0.2 x 10 = 12; it reaches 30 one second after the
+    # onset; p95 first exceeds 500 ms 3 s after the onset: lead 2 s.
+    polls = [
+        row(ONSET_MS + dt, "c1", 1, 10.0 if dt < 1000 else 30.0, 0.2) for dt in range(-19_000, 20_000, 2000)
+    ]
+    run = make_run(polls, {3: 900.0, 4: 1200.0})
+    assert leadtime.objective_crossed_s(run) == 3.0
+    rows = {r.signal: r for r in leadtime.lead_times([run])}
+    sendto = rows["sendto()"]
+    assert (sendto.baseline_mean, sendto.threshold, sendto.detected_s, sendto.lead_s) == (
+        10.0,
+        12.0,
+        1.0,
+        2.0,
+    )
+    # the CPU did not move: it keeps its row, without a lead time
+    assert rows["cgroup cpu_cores"].lead_s is None
+    assert rows["cgroup cpu_cores"].note == "never crossed its threshold"
+
+
+def test_a_run_whose_p95_stays_under_the_objective_has_no_lead_time() -> None:
+    polls = [
+        row(ONSET_MS + dt, "c1", 1, 10.0 if dt < 0 else 30.0, 0.2) for dt in range(-19_000, 20_000, 2000)
+    ]
+    found = {r.signal: r for r in leadtime.lead_times([make_run(polls, {})])}
+    assert found["sendto()"].detected_s == 1.0
+    assert found["sendto()"].lead_s is None
+    assert found["sendto()"].note == "p95 never exceeded 500 ms"
+
+
+def test_scaler_log_lines() -> None:
+    line = (
+        "ts=2026-12-02T22:44:09.445Z estimate_rps=23.79+ desired=2 replicas=2->2 decision=hold "
+        'reason=incomplete detail="data is incomplete, so no scale-down"'
+    )
+    poll = signals.parse_scaler_line(line)
+    assert poll == signals.ScalerPoll(1796251449445, 23.79, 2, "hold")
+    assert signals.parse_scaler_line("croft scale: starting") is None

@@ -1,0 +1,103 @@
+"""A small real burst for the research notebooks: `run.py web` on the real node, both arms (the HPA
+and croft scale), a 16 s step from 4 to 30 req/s (past one webapp pod's ~20 req/s at its 1 CPU
+limit, so p95 crosses 500 ms), recorded with the collector pod's dataset rows of the runs'
+containers, then labs/research's two notebooks executed on it.
+
+`CROFT_RECORD_RESEARCH_RUN=1` writes the recording to fixtures/research-run (replacing it), the
+fixture tests/experiment/test_notebooks.py runs the notebooks on in every `make test`; without it
+the recording goes to a temporary directory and only the notebooks' run on it is checked."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+from tests.helpers.node import DATASET_DIR, REPO, Node
+from tests.helpers.notebooks import FIXTURE, NOTEBOOKS, RESEARCH, execute
+from tests.node.test_node_harness import cadvisor_prometheus, harness_app, options  # noqa: F401
+
+HARNESS = REPO / "labs" / "research" / "experiment"
+if str(HARNESS) not in sys.path:
+    sys.path.insert(0, str(HARNESS))
+
+import apps  # noqa: E402
+import profiles  # noqa: E402
+import web  # noqa: E402
+from croft.runs.rundir import read_records  # noqa: E402
+
+pytestmark = [pytest.mark.node, pytest.mark.root, pytest.mark.bpf, pytest.mark.slow]
+# rows kept around each run's window: the notebooks' baselines start before the load
+MARGIN_MS = 20_000
+NODE_DIR = "nodes/croft-node"
+
+
+def research_profile() -> profiles.Profile:
+    """2 s warm-up, 12 s at 4 req/s, 16 s at 30 req/s, 8 s at 4 req/s."""
+    burst = profiles.Profile(
+        "burst",
+        ((0, 4), (12, 4), (12, 30), (28, 30), (28, 4), (36, 4)),
+        (("scale", 0.0), ("base_rps", 4.0), ("burst_rps", 30.0)),
+        burst_s=(12.0, 28.0),
+    )
+    return profiles.with_warmup(burst, 2.0)
+
+
+def copy_dataset(records: list[Any], target: Path) -> int:
+    """The collector's rows of the runs' containers, each run's window ± MARGIN_MS, as written
+    (lines unchanged, file order); returns how many."""
+    windows = [
+        (cid, r.window_start_ms - MARGIN_MS, r.window_end_ms + MARGIN_MS)
+        for r in records
+        for _, cid in r.containers
+    ]
+    kept = []
+    for path in sorted(DATASET_DIR.glob("*.jsonl")):
+        for line in path.read_text().splitlines(keepends=True):
+            if not line.endswith("\n") or not any(cid in line for cid, _, _ in windows):
+                continue
+            row = json.loads(line)
+            cid = row["process"].get("container_id")
+            if any(cid == c and lo <= row["unix_ms"] <= hi for c, lo, hi in windows):
+                kept.append(line)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text("".join(kept))
+    return len(kept)
+
+
+def test_a_recorded_burst_runs_both_notebooks(
+    node: Node,
+    collector: dict[str, Any],
+    harness_app: apps.App,  # noqa: F811
+    cadvisor_prometheus: str,  # noqa: F811
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    for rel in harness_app.manifests:
+        node.kubectl("apply", "-f", str(rel))
+    service = node.get(f"/api/v1/namespaces/{namespace}/services/webapp")["spec"]["clusterIP"]
+    host = f"http://{service}:8080"
+    for prefix, extra in (("hpa-", {}), ("duo-", {"scaler": "croft", "croft_args": ("--interval", "1")})):
+        opts = options(node, harness_app, data, cadvisor_prometheus, prefix=prefix, host=host, **extra)
+        web.web(attrs.evolve(opts, profile=research_profile(), cooldown_s=5))
+    records = read_records(data / "web")
+    assert sorted(r.autoscaler for r in records) == ["croft", "hpa"]
+    recording = FIXTURE if os.environ.get("CROFT_RECORD_RESEARCH_RUN") == "1" else tmp_path / "research-run"
+    if recording.exists():
+        shutil.rmtree(recording / "web", ignore_errors=True)
+        shutil.rmtree(recording / "nodes", ignore_errors=True)
+    shutil.copytree(data / "web", recording / "web")
+    rows = copy_dataset(records, recording / NODE_DIR / "croft-dataset.jsonl")
+    assert rows > 0, "the collector wrote no rows of the runs' containers"
+    out = tmp_path / "figures"
+    for name in NOTEBOOKS:
+        execute(RESEARCH / name, recording / "web", recording / "nodes", out)
+    for run in records:
+        assert (out / f"burst_signals-{run.run}.svg").stat().st_size > 0
+    assert (out / "lead_time.svg").stat().st_size > 0
