@@ -10,18 +10,32 @@ that builds but does not start fails them. The node's directories are fixed by t
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
+import signal
 import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from tests.helpers.cli import CROFT
 from tests.helpers.kube import ControlPlane
+from tests.helpers.net import free_port
 from tests.helpers.node import COLLECTOR_IMAGE, REPO, SCRIPT, WEBAPP_IMAGE, Node, host_changes, host_state
+from tests.helpers.prometheus import wait_for
+
+# labs/research/experiment, a directory of modules run as `python run.py` (the harness fixtures)
+HARNESS = REPO / "labs" / "research" / "experiment"
+if str(HARNESS) not in sys.path:
+    sys.path.insert(0, str(HARNESS))
+
+import apps  # noqa: E402
 
 
 def _script(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
@@ -113,3 +127,63 @@ def webapp_image(node: Node) -> str:
     context = REPO / "labs" / "research" / "experiment" / "workloads" / "webapp"
     node.build_image(WEBAPP_IMAGE, context, context / "Dockerfile")
     return WEBAPP_IMAGE
+
+
+@pytest.fixture
+def harness_app(namespace: str, webapp_image: str, tmp_path: Path) -> apps.App:
+    """apps.json's webapp in this test's namespace, with the local image and a CPU request the node
+    fits several times (the limit, which both arms size by, stays 1 CPU)."""
+    root = tmp_path / "harness"
+    entry = json.loads(apps.APPS_JSON.read_text())["webapp"]
+    for rel in [*entry["manifests"], entry["hpa"]]:
+        text = (HARNESS / rel).read_text().replace("croft-exp", namespace)
+        text = text.replace("image: croft-webapp:v1", f"image: {webapp_image}")
+        text = text.replace('requests: {cpu: "1", memory: 64Mi}', "requests: {cpu: 100m, memory: 64Mi}")
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    entry["namespace"] = namespace
+    (root / "apps.json").write_text(json.dumps({"webapp": entry}))
+    return apps.load("webapp", root / "apps.json")
+
+
+@pytest.fixture
+def cadvisor_prometheus(node: Node, tmp_path: Path) -> Iterator[str]:
+    """A real Prometheus scraping the kubelet's /metrics/cadvisor every second (TLS, the admin
+    token, which the kubelet's webhook authorization accepts)."""
+    binary = shutil.which("prometheus")
+    if binary is None:
+        pytest.skip("no prometheus binary: `make test` installs the Debian package as root")
+    directory = tmp_path / "prometheus"
+    directory.mkdir()
+    kubelet = node.values["CROFT_NODE_KUBELET"].removeprefix("https://")
+    (directory / "prometheus.yml").write_text(
+        "global: {scrape_interval: 1s, scrape_timeout: 1s}\n"
+        "scrape_configs:\n"
+        "  - job_name: cadvisor\n"
+        "    scheme: https\n"
+        "    metrics_path: /metrics/cadvisor\n"
+        f"    authorization: {{credentials: {node.plane.token}}}\n"
+        "    tls_config: {insecure_skip_verify: true}\n"
+        f"    static_configs: [{{targets: ['{kubelet}']}}]\n"
+    )
+    port = free_port()
+    with (directory / "prometheus.log").open("wb") as log:
+        server = subprocess.Popen(
+            [binary, f"--config.file={directory / 'prometheus.yml'}",
+             f"--storage.tsdb.path={directory / 'data'}", f"--web.listen-address=127.0.0.1:{port}"],
+            stdout=log, stderr=subprocess.STDOUT, cwd=directory,
+        )  # fmt: skip
+        base = f"http://127.0.0.1:{port}"
+        try:
+
+            def scraped() -> bool:
+                body = httpx.get(
+                    f"{base}/api/v1/query", params={"query": 'up{job="cadvisor"}'}, timeout=2
+                ).json()
+                return any(r["value"][1] == "1" for r in body["data"]["result"])
+
+            wait_for("Prometheus' first scrape of the kubelet's cAdvisor", scraped, 60)
+            yield base
+        finally:
+            server.send_signal(signal.SIGTERM)
+            server.wait(timeout=30)

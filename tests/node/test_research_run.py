@@ -16,11 +16,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import attrs
 import pytest
+from tests.helpers.cli import CROFT
 from tests.helpers.node import DATASET_DIR, REPO, Node
 from tests.helpers.notebooks import FIXTURE, NOTEBOOKS, RESEARCH, execute
-from tests.node.test_node_harness import cadvisor_prometheus, harness_app, options  # noqa: F401
 
 HARNESS = REPO / "labs" / "research" / "experiment"
 if str(HARNESS) not in sys.path:
@@ -73,8 +72,8 @@ def copy_dataset(records: list[Any], target: Path) -> int:
 def test_a_recorded_burst_runs_both_notebooks(
     node: Node,
     collector: dict[str, Any],
-    harness_app: apps.App,  # noqa: F811
-    cadvisor_prometheus: str,  # noqa: F811
+    harness_app: apps.App,
+    cadvisor_prometheus: str,
     namespace: str,
     tmp_path: Path,
 ) -> None:
@@ -83,9 +82,25 @@ def test_a_recorded_burst_runs_both_notebooks(
         node.kubectl("apply", "-f", str(rel))
     service = node.get(f"/api/v1/namespaces/{namespace}/services/webapp")["spec"]["clusterIP"]
     host = f"http://{service}:8080"
-    for prefix, extra in (("hpa-", {}), ("duo-", {"scaler": "croft", "croft_args": ("--interval", "1")})):
-        opts = options(node, harness_app, data, cadvisor_prometheus, prefix=prefix, host=host, **extra)
-        web.web(attrs.evolve(opts, profile=research_profile(), cooldown_s=5))
+    for prefix, scaler in (("hpa-", "none"), ("duo-", "croft")):
+        web.web(
+            web.WebOptions(
+                app=harness_app,
+                prefix=prefix,
+                profile=research_profile(),
+                data_dir=data,
+                scaler=scaler,
+                host=host,
+                kubectl=str(node.plane.bin_dir / "kubectl"),
+                kubeconfig=str(node.plane.kubeconfig),
+                croft=CROFT,
+                croft_args=("--interval", "1") if scaler == "croft" else (),
+                prometheus=cadvisor_prometheus,
+                ready_timeout_s=120,
+                # the previous run's pods drain their backlog before the next run's load starts
+                cooldown_s=15,
+            )
+        )
     records = read_records(data / "web")
     assert sorted(r.autoscaler for r in records) == ["croft", "hpa"]
     recording = FIXTURE if os.environ.get("CROFT_RECORD_RESEARCH_RUN") == "1" else tmp_path / "research-run"
