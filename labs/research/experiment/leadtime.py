@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 
-from signals import GROUPS, Run, Series, all_series, burst_summary
+from burst_series import GROUPS, Run, Series, all_series, burst_summary
 
 OBJECTIVE_MS = 500.0
 SIGMAS = 3.0

@@ -12,8 +12,8 @@ import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from burst_series import Run, Series, burst_summary
 from leadtime import OBJECTIVE_MS, Distribution, LeadTime, objective_crossed_s
-from signals import Run, Series, burst_summary
 
 FORMATS: tuple[str, ...] = ("svg", "pdf")
 TOP_SYSCALLS = 6

@@ -1,4 +1,4 @@
-"""The research notebooks' logic (labs/research/experiment: signals, leadtime) on hand-made runs
+"""The research notebooks' logic (labs/research/experiment: burst_series, leadtime) on hand-made runs
 whose answers are worked out by hand."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import burst_series
 import leadtime
-import signals
 from croft.runs.load import SecondStats
 from croft.runs.rundir import RunRecord
 
@@ -42,19 +42,19 @@ def second(at_s: int, p95_ms: float) -> SecondStats:
     return SecondStats(at_s, ONSET_MS / 1000 + at_s, 10, 10, 10, p95_ms, p95_ms, p95_ms, 0, 0)
 
 
-def make_run(rows: list[dict[str, Any]], p95: dict[int, float]) -> signals.Run:
+def make_run(rows: list[dict[str, Any]], p95: dict[int, float]) -> burst_series.Run:
     record = RunRecord(
         run="r1", app="webapp", namespace="ns", deployment="webapp", autoscaler="hpa",
         window_start_ms=ONSET_MS - 20_000, window_end_ms=ONSET_MS + 20_000, load={},
         burst_onset_ms=ONSET_MS, burst_end_ms=ONSET_MS + 10_000, containers=(("p", "c1"),),
     )  # fmt: skip
     workload = tuple(second(s, p95.get(s, 80.0)) for s in range(-20, 20))
-    return signals.Run(record, Path("r1"), workload, None, (), (), tuple(rows))
+    return burst_series.Run(record, Path("r1"), workload, None, (), (), tuple(rows))
 
 
 def test_two_processes_of_one_container_count_their_cgroup_once() -> None:
     run = make_run([row(ONSET_MS, "c1", 1, 4.0, 0.5), row(ONSET_MS, "c1", 2, 6.0, 0.5)], {})
-    by_name = {s.name: s for s in signals.dataset_series(run)}
+    by_name = {s.name: s for s in burst_series.dataset_series(run)}
     assert by_name["sendto()"].values == (10.0,)
     assert by_name["cgroup cpu_cores"].values == (0.5,)
     assert by_name["process cpu_cores"].values == (0.5,)
@@ -66,15 +66,15 @@ def test_fields_the_spec_does_not_list_are_offered_load_signals() -> None:
         "offered": {"connections_s": 5.0, "note": "x"},
         "ingress": [{"name": "packets", "rate_per_sec": 7}],
     }
-    assert signals.offered_fields(row(0, "c1", 1, 1.0, 0.1, **extra)) == {
+    assert burst_series.offered_fields(row(0, "c1", 1, 1.0, 0.1, **extra)) == {
         "offered.connections_s": 5.0,
         "ingress.packets": 7.0,
     }
-    assert signals.offered_fields(row(0, "c1", 1, 1.0, 0.1)) == {}
+    assert burst_series.offered_fields(row(0, "c1", 1, 1.0, 0.1)) == {}
     run = make_run([row(ONSET_MS, "c1", 1, 1.0, 0.1, **extra), row(ONSET_MS, "c1", 2, 1.0, 0.1, **extra)], {})
-    offered = {s.name: s.values for s in signals.dataset_series(run) if s.group == "offered"}
+    offered = {s.name: s.values for s in burst_series.dataset_series(run) if s.group == "offered"}
     assert offered == {"offered.connections_s": (5.0,), "ingress.packets": (7.0,)}  # once per container
-    assert signals.has_offered_fields([run])
+    assert burst_series.has_offered_fields([run])
 
 
 def test_lead_time_is_when_p95_crossed_minus_when_the_signal_did() -> None:
@@ -113,6 +113,6 @@ def test_scaler_log_lines() -> None:
         "ts=2026-12-02T22:44:09.445Z estimate_rps=23.79+ desired=2 replicas=2->2 decision=hold "
         'reason=incomplete detail="data is incomplete, so no scale-down"'
     )
-    poll = signals.parse_scaler_line(line)
-    assert poll == signals.ScalerPoll(1796251449445, 23.79, 2, "hold")
-    assert signals.parse_scaler_line("croft scale: starting") is None
+    poll = burst_series.parse_scaler_line(line)
+    assert poll == burst_series.ScalerPoll(1796251449445, 23.79, 2, "hold")
+    assert burst_series.parse_scaler_line("croft scale: starting") is None
