@@ -116,3 +116,20 @@ def test_scaler_log_lines() -> None:
     poll = burst_series.parse_scaler_line(line)
     assert poll == burst_series.ScalerPoll(1796251449445, 23.79, 2, "hold")
     assert burst_series.parse_scaler_line("croft scale: starting") is None
+
+
+def test_the_ingress_object_is_plotted_once_per_pod_with_its_units() -> None:
+    ingress = {"tcp_data_segments_s": 12.0, "rx_bytes_s": 900.0, "listen_backlog": 3, "unread_bytes": 40}
+    rows = [
+        row(ONSET_MS, "c1", 1, 1.0, 0.1, ingress=ingress),  # the collector puts it on one row per container
+        row(ONSET_MS, "c1", 2, 1.0, 0.1),
+        row(ONSET_MS, "c2", 3, 1.0, 0.1, ingress=ingress),
+        row(ONSET_MS + 2000, "c1", 1, 1.0, 0.1),  # not measured this poll: no sample, not a 0
+    ]
+    offered = {s.name: s for s in burst_series.dataset_series(make_run(rows, {})) if s.group == "offered"}
+    assert {n: (s.unit, s.values) for n, s in offered.items()} == {
+        "ingress.tcp_data_segments_s": ("/s", (24.0,)),
+        "ingress.rx_bytes_s": ("B/s", (1800.0,)),
+        "ingress.listen_backlog": ("count", (6.0,)),
+        "ingress.unread_bytes": ("bytes", (80.0,)),
+    }

@@ -8,6 +8,7 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
+import attrs
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
@@ -109,8 +110,8 @@ def run_figure(run: Run, series: Sequence[Series], out_dir: Path) -> list[Path]:
     """Every candidate signal of one run around its burst's onset, with p95 latency and replicas on
     the same time axis: `<out_dir>/burst_signals-<run>.svg|pdf`."""
     crossed = objective_crossed_s(run)
-    fig, axes = plt.subplots(8, 1, figsize=(7, 15), sharex=True)
-    latency, replicas, calls, offered, cgroup, pressure, prom_cpu, prom_net = axes
+    fig, axes = plt.subplots(9, 1, figsize=(7, 17), sharex=True)
+    latency, replicas, calls, offered, queues, cgroup, pressure, prom_cpu, prom_net = axes
     _plot(latency, _named(series, "p95 latency"), "p95 latency (ms)", "no latency")
     latency.axhline(
         OBJECTIVE_MS,
@@ -124,9 +125,14 @@ def run_figure(run: Run, series: Sequence[Series], out_dir: Path) -> list[Path]:
     _plot(replicas, _group(series, "replicas"), "replicas / pods", "no timeline.json")
     _plot(calls, top_syscalls(run, series), "syscalls (calls/s)", "no dataset rows for this run's containers")
     calls.set_yscale("symlog", linthresh=1.0)
-    offered_series = _group(series, "offered") + _group(series, "scaler")
-    _plot(offered, offered_series, "offered-load signal", "the rows carry no offered-load field")
+    offered_all = _group(series, "offered")
+    rates = [s for s in offered_all if s.unit == "/s"] + _group(series, "scaler")
+    _plot(offered, rates, "offered-load signal (per s)", "the rows carry no offered-load field")
     _twin(offered, _named(series, "offered (client)"), "client offered (req/s)", "0.3")
+    levels = [attrs.evolve(s, name=s.label) for s in offered_all if s.unit != "/s"]
+    _plot(queues, levels, "offered-load bytes / queues", "the rows carry no offered-load field")
+    if levels:
+        queues.set_yscale("symlog", linthresh=1.0)
     _plot(cgroup, _named(series, "cgroup cpu_cores"), "cgroup CPU (cores)", "no dataset rows")
     _twin(
         cgroup,

@@ -11,8 +11,10 @@ How rows become series (one value per poll; a process absent from a poll was idl
 - syscall rates and process usage are summed over every process of the run's containers;
 - cgroup CPU cores are summed over containers; throttled fraction and PSI are the worst
   (largest) container's, since one saturated pod degrades p95;
-- a numeric row field the spec does not list (an offered-load signal added to the rows) is taken
-  once per container per poll (the largest of its processes' values) and summed over containers.
+- a numeric row field the spec does not list (an offered-load signal added to the rows: today
+  `ingress`, the load the kernel received in the pod's network namespace) is taken once per
+  container per poll (the largest of its processes' values: `ingress` is on one row of each) and
+  summed over containers; a poll where no container carried it has no sample.
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ from croft.runs.rundir import RunRecord, Timeline, read_records, read_timeline, 
 
 POLL_MARGIN_MS = 2_000
 AFTER_MS = 10_000
-# The row fields of docs/dataset.md (and `node`); any other numeric leaf is an offered-load field.
+# The row fields of docs/dataset.md (and `node`); any other numeric leaf is an offered-load field
+# (issue 16's `ingress` object, and whatever later signal the rows gain).
 SPEC_FIELDS = frozenset(
     {"unix_ms", "tgid", "node", "process", "workload", "ioctl_count", "since_last_gpu_ioctl_ms", "label"}
     | {"usage", "cgroup_usage", "syscalls", "short_lived"}
@@ -314,6 +317,17 @@ def offered_fields(row: Mapping[str, Any]) -> dict[str, float]:
     return found
 
 
+def offered_unit(name: str) -> str:
+    """The unit of an offered-load field, from its name's suffix (docs/STYLE.md: units in names)."""
+    if name.endswith("bytes_s"):
+        return "B/s"
+    if name.endswith(("_s", "_per_sec")):
+        return "/s"
+    if name.endswith("_bytes"):
+        return "bytes"
+    return "count"
+
+
 def dataset_series(run: Run) -> list[Series]:
     """croft's view of the run's containers, one value per poll (module docstring: how)."""
     polls = list(_polls(run.rows))
@@ -357,17 +371,15 @@ def dataset_series(run: Run) -> list[Series]:
             for name, value in offered_fields(row).items():
                 offered[name][cid] = max(offered[name].get(cid, value), value)
         for name, by_container in offered.items():
-            put(
-                "offered",
-                name,
-                "per s" if name.endswith(("_s", "_per_sec")) else "value",
-                at,
-                sum(by_container.values()),
-            )
+            put("offered", name, offered_unit(name), at, sum(by_container.values()))
     out = []
     for (group, name, unit), column in sorted(columns.items()):
-        # a poll without the field (an idle process's row was not written, a syscall not made) is 0
-        points = [(at, column.get(at, 0.0)) for at, _ in polls]
+        # a poll without the field (an idle process's row was not written, a syscall not made) is 0;
+        # an offered-load field is left out where no container carried it (not measured that poll)
+        if group == "offered":
+            points = sorted(column.items())
+        else:
+            points = [(at, column.get(at, 0.0)) for at, _ in polls]
         out.append(_series(run, name if group != "syscalls" else f"{name}()", group, unit, points))
     return out
 
