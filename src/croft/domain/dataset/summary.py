@@ -18,7 +18,6 @@ from typing import Any
 
 import attrs
 
-from croft.domain.dataset.row import WORKLOADS
 from croft.domain.dataset.skips import SkipTally
 
 BUSIEST_SYSCALLS = 10
@@ -105,11 +104,10 @@ class StatsAccumulator:
         their node count on it (`node` is only the fallback for rows of older collectors)."""
         if not views:
             return
-        named = set(map(_node, views))
-        if named != {None}:
+        if any(map(_node, views)):  # an empty name is no name
+            named = set(map(_node, views))
             if len(named) == 1:
-                (only,) = named
-                node = only or node  # an empty name is no name
+                node = named.pop()
             else:
                 batches: dict[str, list[Any]] = {}
                 for view in views:
@@ -132,10 +130,7 @@ class StatsAccumulator:
         polls.update(times)
         self.tgids[node].update(map(_tgid, views))
         self.processes.update(map(_process, views))
-        workloads = list(map(_workload, views))
-        for workload in WORKLOADS:  # the schema admits only these; a list count is a C loop
-            if found := workloads.count(workload):
-                self.workloads[workload] += found
+        self.workloads.update(map(_workload, views))
         if self.syscalls:
             sums, unit = self.syscall_sums, SUM_UNIT
             for call in chain.from_iterable(map(_syscalls, views)):
