@@ -150,9 +150,11 @@ def test_every_option_says_what_it_is_and_its_default():
         out = run_py(command, "--help")
         assert out.returncode == 0, out.stderr
         text = " ".join(out.stdout.split())
-        for option in {"answer": ["--seeds", "--apps"], "compare": ["--slo-ms"], "simulate": ["--seeds"]}.get(
-            command, []
-        ):
+        for option in {
+            "answer": ["--seeds", "--apps", "--drain-secs"],
+            "compare": ["--slo-ms"],
+            "simulate": ["--seeds", "--signal", "--drain-secs"],
+        }.get(command, []):
             after = text.split(option, 2)[-1][:200]
             assert "(default: " in after, (command, option, after)
     assert "(default: 500.0)" in " ".join(run_py("compare", "--help").stdout.split())
@@ -169,13 +171,16 @@ def test_answer_draws_a_figure_for_print(tmp_path):
     plot = tmp_path / "answer.png"
     out = run_py("answer", "--seeds", "2", "--data", str(tmp_path), "--plot", str(plot), timeout=300)
     assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("simulated: webapp, burst --scale 0.5 (5 -> 75 RPS), 2 seeds per arm")
+    assert "croft scale, offered load, simulated against the HPA: seconds with p95 > 500 ms " in out.stdout
     assert plot.stat().st_size > 0 and plot.with_suffix(".pdf").read_bytes().startswith(b"%PDF")
     svg = plot.with_suffix(".svg").read_text()
     for text in (
         "Web app, burst at half scale",
         "Hotel reservation, burst at double scale",
         "Kubernetes HPA, mean ± sd",
-        "croft scale, mean ± sd",
+        "croft scale, sendto, mean ± sd",
+        "croft scale, offered load, mean ± sd",
         "burst",
         "10 s client timeout: the ceiling",
         "2 seeds per arm",
@@ -184,10 +189,10 @@ def test_answer_draws_a_figure_for_print(tmp_path):
     ):
         assert text in svg, text
     assert "--scale" not in svg
-    assert svg.count(" replica-s</text>") == 4  # each arm's, in both cases' replicas panels
+    assert svg.count(" replica-s</text>") == 6  # each arm's, in both cases' replicas panels
     scored = {r.run: r for r in read_records(tmp_path / "web")}
     drawn = read_records(tmp_path / "web-figure")
-    assert sorted(r.run for r in drawn) == sorted(scored) and len(drawn) == 8
+    assert sorted(r.run for r in drawn) == sorted(scored) and len(drawn) == 12
     for record in drawn:
         window = scored[record.run]
         assert record.window_end_ms - window.window_end_ms == FIGURE_TAIL_S * 1000
@@ -200,4 +205,4 @@ def test_answer_draws_a_figure_for_print(tmp_path):
         first = read_workload(tmp_path / "web" / record.run / "workload.csv")
         assert read_workload(tmp_path / "web-figure" / record.run / "workload.csv")[: len(first)] == first
     report = out.stdout.split("after the burst", 1)[1]
-    assert report.count("back at its pre-burst replicas at") == 4, out.stdout
+    assert report.count("back at its pre-burst replicas at") == 6, out.stdout

@@ -68,7 +68,7 @@ def test_help_imports_no_heavy_module() -> None:
                 "10",
                 "--confirm-polls",
                 "--drain-secs",
-                "30.0",
+                "60.0",
                 "--interval",
                 "http://127.0.0.1:8001",
                 "--dry-run",

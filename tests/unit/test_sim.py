@@ -127,3 +127,77 @@ def test_neither_arm_scales_down_before_its_300_s_window():
         # No scale-down within 300 s of the last scale-up's recommendation, nor before 300 s of watching.
         assert all(d.at_ms - max(u.at_ms for u in ups) >= 300_000 - 15_000 for d in downs), arm
         assert all(d.at_ms - start >= 300_000 for d in downs), arm
+
+
+def test_on_the_offered_load_the_croft_arm_is_sized_in_one_step():
+    """5 -> 75 req/s: reading the requests that reach each pod (not its replies) and its queue, croft
+    scale asks once, within a few polls of the onset, for what 75 req/s needs (50 ms each, 1 CPU,
+    target 0.7: 5.4, so 6) and the backlog the one pod queued (at most a replica more)."""
+    load = Steps(((60, 5), (60, 75), (60, 5)))
+    for seed in range(1, 6):
+        result = simulate(
+            "r", APP, load, SimOptions(arm="croft", seed=seed, signal="offered"), burst_s=(60, 120)
+        )
+        ups = [r for r in result.timeline.rescales if r.to_replicas > r.from_replicas]
+        assert [(r.from_replicas, r.source) for r in ups] == [(1, "croft")], (seed, ups)
+        assert ups[0].to_replicas in (6, 7)
+        assert 0 < ups[0].at_ms - (result.record.burst_onset_ms or 0) <= 8_000
+        logged = [x for x in result.scaler_log if "decision=up" in x]
+        assert len(logged) == 1 and " backlog_requests=" in logged[0] and "estimate_rps=75.00 " in logged[0]
+
+
+@settings(max_examples=25, deadline=None)
+@given(app=apps, load=loads, seed=st.integers(0, 2**32), probes=st.lists(st.floats(0, 1), max_size=8))
+def test_a_pod_counts_every_request_it_receives_and_its_backlog_is_what_waits(app, load, seed, probes):
+    """One pod, fixed service times: the arrivals it counts are the requests sent, and its backlog at
+    any time is the number of requests that arrived and had not begun (FIFO, worked out here)."""
+    import random
+
+    from croft.sim.cluster import Cluster
+
+    app = attrs.evolve(app, service_cv=0.0)
+    service_s = app.cpu_per_request_ms / 1000 / app.cpu_limit_cores
+    arrivals = send_times(load.rate_at, load.duration_s)
+    starts, free = [], 0.0
+    for arrival in arrivals:
+        starts.append(max(arrival, free))
+        free = starts[-1] + service_s
+    cluster = Cluster(app, random.Random(seed), load.duration_s + 30)
+    (pod,) = cluster.pods
+    times = sorted(p * load.duration_s for p in probes)
+    served = 0
+    for t in [*times, load.duration_s]:
+        while served < len(arrivals) and arrivals[served] <= t:
+            cluster.serve(arrivals[served], timeout_s=1e9)
+            served += 1
+        expected = sum(1 for a, b in zip(arrivals, starts, strict=True) if a <= t < b)
+        assert cluster.backlog(pod, t) == expected
+    assert cluster.arrivals_between(pod.name, 0, load.duration_s + 1) == len(arrivals)
+
+
+def test_pod_delays_are_measured_from_the_scale_up_the_object_and_its_containers():
+    from croft.runs.rundir import PodLife, Rescale, Timeline
+    from croft.sim.delays import measure
+
+    pods = (
+        PodLife("old", -60_000, -58_000, -57_000, None, ("a" * 64,)),  # before the window: not counted
+        PodLife("new-1", 10_400, 12_400, 13_900, None, ("b" * 64,)),
+        PodLife("new-2", 10_200, 14_200, None, None, ("c" * 64,)),  # not Ready by the end
+        PodLife("new-3", 30_300, None, None, None, ()),  # still starting
+    )
+    rescales = (
+        Rescale(10_000, 1, 3, "croft"),
+        Rescale(30_000, 3, 4, "croft"),
+        Rescale(50_000, 4, 2, "croft"),
+    )
+    delays = measure([Timeline("ns", "web", 0, 60_000, 1, rescales, (), pods)])
+    assert delays.controller.values_s == (0.4, 0.2, 0.3)
+    assert delays.pod_start.values_s == (2.0, 4.0)
+    assert delays.readiness.values_s == (1.5,)
+    assert delays.sim_overrides() == {
+        "controller_delay_s": (0.2, 0.4),
+        "pod_start_s": (2.0, 4.0),
+        "readiness_s": (1.5, 1.5),
+    }
+    assert delays.pod_start.text() == "3.0 ± 1.4 s (range 2.0-4.0, n=2)"
+    assert measure([]).sim_overrides() == {} and measure([]).readiness.text() == "not measured"

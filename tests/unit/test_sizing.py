@@ -68,9 +68,10 @@ def test_the_need_adds_the_drain_at_the_full_limit_to_the_load_at_the_target() -
 
 def test_the_webapp_burst_is_sized_in_one_step() -> None:
     """5 -> 75 req/s with 150 requests queued at the first full poll: one scale-up, 1 -> 6, at the
-    second poll of the burst (confirm_polls 2), and nothing after it while the burst lasts."""
+    second poll of the burst (confirm_polls 2), and nothing after it while the burst lasts, though
+    the backlog grows to 500 while the new pods start (at the default --drain-secs)."""
     before = [estimate(5.0)] * 5
-    burst = [estimate(40.0, 40.0), *[estimate(75.0, 150.0)] * 20]
+    burst = [estimate(40.0, 40.0), estimate(75.0, 150.0), *[estimate(75.0, 500.0)] * 20]
     decisions = run(before + burst, 1, WEBAPP)
     ups = [(i - len(before), d.current, d.replicas) for i, d in enumerate(decisions) if d.action == "up"]
     assert ups == [(1, 1, 6)]

@@ -2,9 +2,13 @@
 same `compare` as real runs.
 
 The answer to docs/experiments.md's question, without a cluster: for the webapp burst at --scale 0.5
-and hotel-reservation at --scale 2, both arms (hpa: the Kubernetes HPA; croft: croft scale), N
-seeds each, mean ± sd of every compare score, and a figure (PNG, PDF and SVG) of offered and answered
-load, replicas and p95 over time per arm, mean ± sd over the seeds.
+and hotel-reservation at --scale 2, three arms (hpa: the Kubernetes HPA; croft: croft scale reading
+sendto, the replies; croft-offered: croft scale reading the offered load and the queued requests,
+sized in one step), N seeds each, mean ± sd of every compare score, each labelled "simulated", the
+ratios to the HPA with the goals for croft against the HPA, and a figure (PNG, PDF and SVG) of
+offered and answered load, replicas and p95 over time per arm, mean ± sd over the seeds.
+`run.py answer --real` (versus.py) sets real runs beside the simulator's runs of the same
+configuration.
 
 The scores are the spec's window (the burst profile ends 180 s after the burst). Both arms keep
 their replicas for a 300 s scale-down window after the burst, so the scale-down comes after that
@@ -16,9 +20,11 @@ time it was back at its replicas before the burst.
 
 from __future__ import annotations
 
+import math
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -30,17 +36,73 @@ from croft.sim import SimOptions, simulate, write_run
 
 ARM_OF_SCALER = {"none": "hpa", "croft": "croft", "fixed": "fixed"}
 CASES = (("webapp", 0.5), ("hotel-reservation", 2.0))
-COLORS = {"hpa": "tab:blue", "croft": "tab:orange", "fixed": "tab:gray"}
+COLORS = {"hpa": "tab:blue", "croft": "tab:orange", "croft-offered": "tab:green", "fixed": "tab:gray"}
+
+
+@attrs.frozen
+class SimArm:
+    """One simulated arm: `key` names its runs (`sim-<app>-<key>-<seed>`) and its colour, `options`
+    everything but the seed."""
+
+    key: str
+    label: str
+    options: SimOptions
+
+
+def sim_arms(drain_s: float | None = None) -> tuple[SimArm, ...]:
+    """The answer's arms: the HPA, croft scale on sendto (replies) and on the offered load."""
+    offered = SimOptions(arm="croft", signal="offered")
+    if drain_s is not None:
+        offered = attrs.evolve(offered, drain_s=drain_s)
+    return (
+        SimArm("hpa", "Kubernetes HPA", SimOptions(arm="hpa")),
+        SimArm("croft", "croft scale, sendto", SimOptions(arm="croft", signal="sendto")),
+        SimArm("croft-offered", "croft scale, offered load", offered),
+    )
+
+
+# The goals for croft against the HPA arm: (score, most allowed ratio).
+GOALS = (("slo_seconds", 0.25), ("failures", 0.25), ("replica_seconds", 1.1))
+
+
+def goals_text(scores: Sequence[scoring.Score], base: str, arm: str, label: str) -> str:
+    """One line: `arm`'s ratio to `base` for each goal, met or not, and its scale-downs in the burst."""
+    parts = []
+    for key, most in GOALS:
+        a = scoring.summarize([s for s in scores if s.arm == base], key).mean
+        b = scoring.summarize([s for s in scores if s.arm == arm], key).mean
+        if a is None or b is None or not math.isfinite(a) or a == 0:
+            parts.append(f"{scoring.LABELS[key]} n/a")
+            continue
+        ratio = b / a
+        parts.append(
+            f"{scoring.LABELS[key]} {ratio:.3g}x ({'met' if ratio <= most else 'not met'}, <= {most:g}x)"
+        )
+    downs = sum(s.scale_downs_in_burst for s in scores if s.arm == arm)
+    parts.append(f"scale-downs inside the burst {downs} ({'met' if downs == 0 else 'not met'}, none)")
+    return f"{label} against the HPA: " + "; ".join(parts)
 
 
 def simulate_runs(
-    app: apps.App, profile: profiles.Profile, arm: str, seeds: Sequence[int], prefix: str, data_dir: Path
+    app: apps.App,
+    profile: Any,
+    arm: str,
+    seeds: Sequence[int],
+    prefix: str,
+    data_dir: Path,
+    template: SimOptions | None = None,
+    initial_replicas: int | None = None,
 ) -> list[str]:
-    """Simulate one arm for every seed into `data_dir` (runs `<prefix><seed>`); returns the names."""
+    """Simulate one arm for every seed into `data_dir` (runs `<prefix><seed>`); returns the names.
+    `template` gives every option but the seed (default: `arm` with the simulator's defaults);
+    `profile` is a profiles.Profile or anything with duration_s, rate_at(t_s), burst_s and meta()."""
     names = []
+    base = template if template is not None else SimOptions(arm=arm)  # type: ignore[arg-type]
+    if initial_replicas is not None:
+        base = attrs.evolve(base, initial_replicas=initial_replicas)
     for seed in seeds:
         run = f"{prefix}{seed}"
-        options = SimOptions(arm=arm, seed=seed)  # type: ignore[arg-type]
+        options = attrs.evolve(base, seed=seed)
         result = simulate(run, app.sim_app(), profile, options, profile.meta(), profile.burst_s)
         write_run(data_dir, result)
         names.append(run)
@@ -58,43 +120,65 @@ def figure_profile(scale: float) -> profiles.Profile:
     return profiles.with_warmup(profiles.burst(scale, after_s=profiles.BURST_AFTER_S + FIGURE_TAIL_S))
 
 
-def answer(seeds: int, data_root: Path, plot: Path | None, apps_path: Path = apps.APPS_JSON) -> str:
-    """Simulate both cases and both arms; returns the printed report (tables per case)."""
+def answer(
+    seeds: int,
+    data_root: Path,
+    plot: Path | None,
+    apps_path: Path = apps.APPS_JSON,
+    delays: Mapping[str, tuple[float, float]] | None = None,
+    drain_s: float | None = None,
+) -> str:
+    """Simulate both cases and every arm; returns the printed report (tables per case). `delays`
+    overrides apps.json's pod delays (SimApp field: (low, high) s) for every app."""
     out = []
     data_dir = data_root / "web"
     shutil.rmtree(data_dir, ignore_errors=True)
     all_scores: list[scoring.Score] = []
+    arms = sim_arms(drain_s)
     for app_name, scale in CASES:
-        app = apps.load(app_name, apps_path)
+        app = apps.with_delays(apps.load(app_name, apps_path), delays or {})
         profile = profiles.with_warmup(profiles.burst(scale))
         prefixes = []
-        for arm in ("hpa", "croft"):
-            prefix = f"sim-{app_name}-{arm}-"
-            simulate_runs(app, profile, arm, range(1, seeds + 1), prefix, data_dir)
+        for arm in arms:
+            prefix = f"sim-{app_name}-{arm.key}-"
+            simulate_runs(app, profile, arm.options.arm, range(1, seeds + 1), prefix, data_dir, arm.options)
             prefixes.append(prefix)
         scores = scoring.score_prefixes(data_dir, prefixes)
         all_scores += scores
         cal = app.calibration
+        sim = app.sim_app()
         out.append(
-            f"{app_name}, burst --scale {scale:g} ({profile.rate_at(0):g} -> "
+            f"simulated: {app_name}, burst --scale {scale:g} ({profile.rate_at(0):g} -> "
             f"{profile.rate_at(profile.burst_s[0] if profile.burst_s else 0):g} RPS), {seeds} seeds per arm; "
             f"{cal.cpu_per_request_ms:g} ms CPU and {cal.calls_per_request:g} {cal.syscall} per request, "
-            f"{app.cpu_limit_cores:g} CPU per pod"
+            f"{app.cpu_limit_cores:g} CPU per pod; pod start {_range(sim.pod_start_s)} s, "
+            f"Ready {_range(sim.readiness_s)} s after start, created {_range(sim.controller_delay_s)} s "
+            f"after the scale-up; --drain-secs {arms[2].options.drain_s:g}"
         )
-        out.append(scoring.table(scores, prefixes, names=("hpa", "croft")))
+        out.append(scoring.table(scores, prefixes, names=[f"{arm.label}, simulated" for arm in arms]))
+        for arm, prefix in zip(arms[1:], prefixes[1:], strict=True):
+            out.append(goals_text(scores, prefixes[0], prefix, f"{arm.label}, simulated"))
         out.append("")
     scoring.write_csv(data_dir / "compare.csv", all_scores)
     if plot is not None:
         figure_dir = data_root / "web-figure"
         shutil.rmtree(figure_dir, ignore_errors=True)
         for app_name, scale in CASES:
-            app = apps.load(app_name, apps_path)
-            for arm in ("hpa", "croft"):
-                prefix = f"sim-{app_name}-{arm}-"
-                simulate_runs(app, figure_profile(scale), arm, range(1, seeds + 1), prefix, figure_dir)
+            app = apps.with_delays(apps.load(app_name, apps_path), delays or {})
+            for arm in arms:
+                prefix = f"sim-{app_name}-{arm.key}-"
+                simulate_runs(
+                    app,
+                    figure_profile(scale),
+                    arm.options.arm,
+                    range(1, seeds + 1),
+                    prefix,
+                    figure_dir,
+                    arm.options,
+                )
         scored_end_s = profiles.with_warmup(profiles.burst(1.0)).duration_s
-        draw(figure_dir, plot, scored_end_s)
-        out.append(scale_down_report(figure_dir, scored_end_s))
+        draw(figure_dir, plot, scored_end_s, arms)
+        out.append(scale_down_report(figure_dir, scored_end_s, arms))
         out.append(f"plot: {plot} (its runs: {figure_dir})")
     out.append(f"per-run scores: {data_dir / 'compare.csv'}")
     return "\n".join(out)
@@ -104,7 +188,18 @@ CASE_TITLES = {
     "webapp": "Web app, burst at half scale",
     "hotel-reservation": "Hotel reservation, burst at double scale",
 }
-ARM_NAMES = {"hpa": "Kubernetes HPA", "croft": "croft scale", "fixed": "fixed replicas"}
+
+
+def _range(bounds: tuple[float, float]) -> str:
+    low, high = bounds
+    return f"{low:g}" if low == high else f"{low:g}-{high:g}"
+
+
+def _arm_of(run: str, app_name: str) -> str:
+    """The arm key of simulated run `sim-<app>-<key>-<seed>`."""
+    return run.removeprefix(f"sim-{app_name}-").rsplit("-", 1)[0]
+
+
 CLIENT_TIMEOUT_MS = 10_000.0  # the load generator's timeout: a p95 at it means requests timed out
 
 
@@ -158,7 +253,7 @@ def scale_down(data_dir: Path, record: RunRecord) -> ScaleDown:
     return ScaleDown(replica_seconds(data_dir, record), float(back) if back < len(replicas) else None)
 
 
-def scale_down_report(data_dir: Path, scored_end_s: float) -> str:
+def scale_down_report(data_dir: Path, scored_end_s: float, arms: Sequence[SimArm] | None = None) -> str:
     """Per case and arm: replica-seconds to the end of the figure's runs and when the arm was back
     at its pre-burst replicas, mean ± sd over the seeds."""
     import statistics
@@ -170,8 +265,12 @@ def scale_down_report(data_dir: Path, scored_end_s: float) -> str:
     ]
     for app_name, _scale in CASES:
         parts = []
-        for arm in ("hpa", "croft"):
-            found = [scale_down(data_dir, r) for r in records if r.app == app_name and r.autoscaler == arm]
+        for arm in arms or sim_arms():
+            found = [
+                scale_down(data_dir, r)
+                for r in records
+                if r.app == app_name and _arm_of(r.run, app_name) == arm.key
+            ]
             if not found:
                 continue
             cost = [f.replica_seconds for f in found]
@@ -183,7 +282,7 @@ def scale_down_report(data_dir: Path, scored_end_s: float) -> str:
                 if len(back) == len(found)
                 else f"not back at its pre-burst replicas in {len(found) - len(back)} of {len(found)} runs"
             )
-            parts.append(f"{ARM_NAMES[arm]} {statistics.fmean(cost):.0f} ± {sd:.0f} replica-s, {when}")
+            parts.append(f"{arm.label} {statistics.fmean(cost):.0f} ± {sd:.0f} replica-s, {when}")
         lines.append(f"  {CASE_TITLES.get(app_name, app_name)}: " + "; ".join(parts))
     return "\n".join(lines)
 
@@ -202,7 +301,9 @@ def _mean_sd(series: Sequence[Sequence[float]]) -> tuple[list[float], list[float
     return means, sds
 
 
-def draw(data_dir: Path, path: Path, scored_end_s: float | None = None) -> None:
+def draw(
+    data_dir: Path, path: Path, scored_end_s: float | None = None, arms: Sequence[SimArm] | None = None
+) -> None:
     """Offered and answered load, replicas and p95 over time, one row per case: for each arm the
     mean over its seeds with a band of ± one sd, and its replica-seconds over the runs in the
     replicas panel's legend; a line at `scored_end_s`, where the scored window ends, when the runs
@@ -231,8 +332,8 @@ def draw(data_dir: Path, path: Path, scored_end_s: float | None = None) -> None:
     for row, (app_name, _scale) in enumerate(CASES):
         ax_load, ax_rep, ax_p95 = axes[row]
         burst: tuple[float, float] | None = None
-        for arm in ("hpa", "croft", "fixed"):
-            runs = [r for r in records if r.app == app_name and r.autoscaler == arm]
+        for arm_key, arm_label in [(a.key, a.label) for a in arms or sim_arms()]:
+            runs = [r for r in records if r.app == app_name and _arm_of(r.run, app_name) == arm_key]
             if not runs:
                 continue
             seeds_seen = max(seeds_seen, len(runs))
@@ -248,8 +349,8 @@ def draw(data_dir: Path, path: Path, scored_end_s: float | None = None) -> None:
                         (record.burst_onset_ms - record.window_start_ms) / 1000,
                         (record.burst_end_ms - record.window_start_ms) / 1000,
                     )
-            color = COLORS.get(arm, "black")
-            label = f"{ARM_NAMES.get(arm, arm)}, mean ± sd"
+            color = COLORS.get(arm_key, "black")
+            label = f"{arm_label}, mean ± sd"
             cost = [replica_seconds(data_dir, record) for record in runs]
             cost_sd = statistics.stdev(cost) if len(cost) > 1 else 0.0
             span_s = (runs[0].window_end_ms - runs[0].window_start_ms) / 1000
@@ -266,7 +367,7 @@ def draw(data_dir: Path, path: Path, scored_end_s: float | None = None) -> None:
                     alpha=0.2,
                     lw=0,
                 )
-            if arm == "hpa":
+            if arm_key == "hpa":
                 ax_load.plot(
                     range(len(offered)), offered, color="black", lw=1.2, ls="--", label="offered load"
                 )

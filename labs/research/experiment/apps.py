@@ -4,12 +4,17 @@ Each entry: namespace, deployment, selector (the pods' label selector), containe
 (files or directories, relative to this directory, applied in order), hpa (the HPA arm's
 manifest), host (base URL the load goes to), paths (requested in turn), cpu_limit_cores,
 max_replicas, target, calibration (syscall, calls_per_request, cpu_per_request_ms: what croft
-scale needs; source says where they came from) and sim (the simulator's pod delays, seconds).
+scale needs; source says where they came from) and sim (the simulator's model: service_cv, and the
+pod delays as [low, high] seconds drawn uniformly: controller_delay_s from a scale-up to the pod
+object, pod_start_s from the object to its containers running, readiness_s from running to Ready;
+`run.py simulate|answer --pod-start-secs/--ready-secs/--controller-delay-secs` override them, and
+`answer --real` measures them on the real runs).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +70,30 @@ class App:
             target=self.target,
             **extra,
         )
+
+
+DELAY_FIELDS = ("controller_delay_s", "pod_start_s", "readiness_s")
+
+
+def with_delays(app: App, delays: Mapping[str, tuple[float, float]]) -> App:
+    """`app` with its simulated pod delays (fields of `DELAY_FIELDS`: (low, high) s) replaced."""
+    unknown = set(delays) - set(DELAY_FIELDS)
+    if unknown:
+        raise AppError(f"unknown pod delays {sorted(unknown)}; the delays are {', '.join(DELAY_FIELDS)}")
+    return attrs.evolve(app, sim={**app.sim, **{k: list(v) for k, v in delays.items()}})
+
+
+def parse_delay(option: str, text: str) -> tuple[float, float]:
+    """`--pod-start-secs 2.5` or `2,4` as (low, high) seconds; anything else is an `AppError`."""
+    try:
+        values = [float(part) for part in text.split(",")]
+    except ValueError:
+        values = []
+    if len(values) == 1:
+        values *= 2
+    if len(values) != 2 or not all(0 <= v < 3600 for v in values) or values[0] > values[1]:
+        raise AppError(f"{option} {text!r} is not seconds (2.5) or a range low,high (2,4) from 0 to 3600")
+    return values[0], values[1]
 
 
 def load_all(path: Path = APPS_JSON) -> dict[str, Any]:

@@ -7,6 +7,7 @@
     uv run run.py compare --prefix hpa- duo-                      # burst runs scored per arm
     uv run run.py simulate --app webapp --profile burst --scale 0.5 --scaler croft --seeds 3
     uv run run.py answer --seeds 5                                # the simulated answer, table + PNG
+    uv run run.py answer --real data/web --prefix hpa- croft-     # real runs beside simulated ones
 
 Without uv: `python run.py ...` with croft's virtualenv (its dev extras include Locust).
 Only one experiment (web, gpu, calibrate) runs at a time: data/experiment.lock.
@@ -51,6 +52,43 @@ def _profile_options(parser: argparse.ArgumentParser, default: str) -> None:
     )
     parser.add_argument("--app", default="webapp", help="an entry of apps.json")
     parser.add_argument("--apps", type=Path, default=HERE / "apps.json", help="the apps file")
+
+
+def _sim_options(parser: argparse.ArgumentParser) -> None:
+    from croft.domain.scaling.sizing import DRAIN_S
+
+    for option, what in (
+        ("--pod-start-secs", "the pod start delay, pod created -> containers running"),
+        ("--ready-secs", "the Ready delay, containers running -> Ready"),
+        ("--controller-delay-secs", "scale-up -> pod created"),
+    ):
+        parser.add_argument(
+            option,
+            default=None,
+            help=f"{what}: seconds (2.5) or a range low,high (1,3) drawn uniformly; default apps.json's "
+            "sim (answer --real: the range measured on the real runs)",
+        )
+    parser.add_argument(
+        "--drain-secs",
+        type=float,
+        default=DRAIN_S,
+        help="croft scale --drain-secs of the simulated croft arm reading the offered load",
+    )
+
+
+def _delays(args: argparse.Namespace) -> dict[str, tuple[float, float]]:
+    import apps
+
+    out = {}
+    for option, field in (
+        ("--pod-start-secs", "pod_start_s"),
+        ("--ready-secs", "readiness_s"),
+        ("--controller-delay-secs", "controller_delay_s"),
+    ):
+        value = getattr(args, option.removeprefix("--").replace("-", "_"))
+        if value is not None:
+            out[field] = apps.parse_delay(option, value)
+    return out
 
 
 def _profile(args: argparse.Namespace):  # type: ignore[no-untyped-def]
@@ -138,16 +176,49 @@ def parser() -> argparse.ArgumentParser:
         "--scaler", default="none", choices=("none", "croft", "fixed"), help="none is the HPA alone"
     )
     sim.add_argument("--seeds", type=int, default=3, help="runs per arm, seeds 1..N")
-    sim.add_argument("--prefix", default=None, help="default sim-<app>-<arm>-")
+    sim.add_argument(
+        "--prefix", default=None, help="default sim-<app>-<arm>- (croft on offered: croft-offered)"
+    )
+    sim.add_argument(
+        "--signal",
+        default="sendto",
+        choices=("sendto", "offered"),
+        help="what the croft arm reads: sendto (replies) or offered (requests reaching each pod, and "
+        "its queue)",
+    )
+    _sim_options(sim)
 
     ans = sub.add_parser(
         "answer",
         formatter_class=defaults,
-        help="the simulated answer: both cases, both arms, N seeds, table + PNG",
+        help="the simulated answer: both cases, every arm, N seeds, table + PNG; with --real, real runs "
+        "beside simulated runs of the same configuration",
     )
     ans.add_argument("--seeds", type=int, default=10, help="runs per case and arm, seeds 1..N")
     ans.add_argument("--plot", type=Path, default=None, help="the figure; default <data>/answer.png")
     ans.add_argument("--apps", type=Path, default=HERE / "apps.json", help="the apps file")
+    ans.add_argument(
+        "--real",
+        type=Path,
+        nargs="+",
+        default=None,
+        help="real run directories, or data directories holding runs.jsonl: report them, labelled "
+        "real (node), beside simulated runs of the same offered load, and the simulation's error",
+    )
+    ans.add_argument(
+        "--prefix",
+        nargs="+",
+        default=None,
+        help="with --real: one prefix per arm, the HPA's first (as compare's)",
+    )
+    ans.add_argument(
+        "--sim-signal",
+        action="append",
+        default=[],
+        help="with --real: PREFIX=offered simulates that croft arm reading the offered load (else sendto)",
+    )
+    ans.add_argument("--slo-ms", type=float, default=500.0, help="with --real: the latency objective")
+    _sim_options(ans)
 
     for command in (gpu, web, cal, cmp_, sim, ans):
         default = DATA / "sim" if command in (sim, ans) else DATA
@@ -276,12 +347,17 @@ def _dispatch(args: argparse.Namespace) -> int:
         return 0
     if args.command == "simulate":
         import answer
+        from croft.sim import SimOptions
 
-        app = apps.load(args.app, args.apps)
+        app = apps.with_delays(apps.load(args.app, args.apps), _delays(args))
         arm = answer.ARM_OF_SCALER[args.scaler]
-        prefix = args.prefix or f"sim-{app.name}-{arm}-"
+        offered = arm == "croft" and args.signal == "offered"
+        prefix = args.prefix or f"sim-{app.name}-{arm}{'-offered' if offered else ''}-"
         profile = _profile(args)
-        names = answer.simulate_runs(app, profile, arm, range(1, args.seeds + 1), prefix, args.data / "web")
+        template = SimOptions(arm=arm, signal=args.signal, drain_s=args.drain_secs)  # type: ignore[arg-type]
+        names = answer.simulate_runs(
+            app, profile, arm, range(1, args.seeds + 1), prefix, args.data / "web", template
+        )
         print(f"{len(names)} simulated runs in {args.data / 'web'}: {', '.join(names)}")
         if profile.burst_s is not None:
             print(scoring.table(scoring.score_prefixes(args.data / "web", [prefix]), [prefix]))
@@ -289,8 +365,27 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "answer":
         import answer
 
+        if args.real is not None:
+            import versus
+
+            if not args.prefix:
+                raise scoring.CompareError("--real needs --prefix: one prefix per arm, the HPA's first")
+            print(
+                versus.versus(
+                    args.real,
+                    args.prefix,
+                    args.seeds,
+                    args.data,
+                    args.apps,
+                    versus.parse_signals(args.sim_signal),
+                    _delays(args),
+                    args.drain_secs,
+                    args.slo_ms,
+                )
+            )
+            return 0
         plot = args.plot or args.data / "answer.png"
-        print(answer.answer(args.seeds, args.data, plot, args.apps))
+        print(answer.answer(args.seeds, args.data, plot, args.apps, _delays(args), args.drain_secs))
         return 0
     raise AssertionError(args.command)
 

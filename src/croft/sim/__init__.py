@@ -19,14 +19,16 @@ from pathlib import Path
 
 from croft.runs import rundir
 from croft.sim.cluster import SimApp
-from croft.sim.engine import ARMS, Arm, OfferedLoad, SimOptions, SimResult, simulate
+from croft.sim.engine import ARMS, SIGNALS, Arm, OfferedLoad, Signal, SimOptions, SimResult, simulate
 from croft.sim.hpa import HpaConfig
 
 __all__ = [
     "ARMS",
+    "SIGNALS",
     "Arm",
     "HpaConfig",
     "OfferedLoad",
+    "Signal",
     "SimApp",
     "SimOptions",
     "SimResult",

@@ -8,12 +8,18 @@ are spread at random over the Ready pods (kube-proxy picks an endpoint per conne
 with no Ready pod a request fails at once (connection refused). A request is answered even after
 its client gave up (the server does not know), so its CPU and its reply still count. A deleted pod
 leaves the endpoints at once and finishes its queue (graceful termination).
+
+Each pod also counts the requests that reach it (at arrival, before any queue: what a kernel-side
+count of offered load sees, however saturated the pod) and knows its backlog at any time: the
+requests that reached it and have not yet begun to be served (what waits in its listen and receive
+queues).
 """
 
 from __future__ import annotations
 
 import math
 import random
+from collections import deque
 
 import attrs
 
@@ -27,8 +33,12 @@ BIN_S = 0.1
 class SimApp:
     """One application as the simulator needs it (from apps.json): the Deployment, its per-pod CPU
     limit, the true CPU per request (ms, mean) and its spread (coefficient of variation), the true
-    number of `syscall` calls per request, and the ranges (s) of the delays from a scale decision
-    to a pod object, to its containers running, to it Ready."""
+    number of `syscall` calls per request, and the ranges (s, uniform) of the delays of a new pod:
+    `controller_delay_s` from the scale decision to the pod object, `pod_start_s` from the object to
+    its containers running (the pod start delay: scheduling, sandbox, image, process start) and
+    `readiness_s` from running to Ready (the Ready delay: the readiness probe's first success). The
+    defaults are the webapp's values before they were measured; `croft.sim.delays` measures them
+    from real runs' timelines."""
 
     name: str
     namespace: str
@@ -54,6 +64,7 @@ class SimPod:
     ready_s: float
     deleted_s: float | None = None
     free_at_s: float = 0.0
+    waiting: deque[float] = attrs.field(factory=deque)  # start times of requests not yet begun, FIFO
 
     def listed(self, t: float) -> bool:
         """The API lists it: created and not yet deleted."""
@@ -85,6 +96,7 @@ class Cluster:
         self.pods: list[SimPod] = []
         self.busy_s: dict[str, list[float]] = {}
         self.replies: dict[str, list[int]] = {}
+        self.arrivals: dict[str, list[int]] = {}
         self.rescales: list[Rescale] = []
         self.spec_replicas = 0
         self._made = 0
@@ -100,6 +112,7 @@ class Cluster:
         self.pods.append(pod)
         self.busy_s[name] = [0.0] * self._bins
         self.replies[name] = [0] * self._bins
+        self.arrivals[name] = [0] * self._bins
         return pod
 
     def _uniform(self, bounds: tuple[float, float]) -> float:
@@ -141,6 +154,11 @@ class Cluster:
         start = max(scheduled_s, pod.free_at_s)
         finish = start + cpu_s / self.app.cpu_limit_cores
         pod.free_at_s = finish
+        if start > scheduled_s:
+            pod.waiting.append(start)
+        arrived = int(scheduled_s / BIN_S)
+        if 0 <= arrived < self._bins:
+            self.arrivals[pod.name][arrived] += 1
         self._account(pod.name, start, finish)
         latency = finish - scheduled_s
         outcome: Outcome = "ok"
@@ -174,6 +192,18 @@ class Cluster:
         busy = self.busy_s[name]
         first, last = max(int(t0 / BIN_S + 1e-9), 0), min(int(t1 / BIN_S + 1e-9), self._bins)
         return sum(busy[first:last]) * self.app.cpu_limit_cores / max(t1 - t0, 1e-9)
+
+    def arrivals_between(self, name: str, t0: float, t1: float) -> int:
+        """Requests that reached the pod in [t0, t1) (bin resolution), served yet or not."""
+        first, last = max(int(t0 / BIN_S + 1e-9), 0), min(int(t1 / BIN_S + 1e-9), self._bins)
+        return sum(self.arrivals[name][first:last])
+
+    def backlog(self, pod: SimPod, t: float) -> int:
+        """Requests that reached `pod` by `t` (all requests up to `t` must have been served) and had
+        not begun to be served at `t`."""
+        while pod.waiting and pod.waiting[0] <= t:
+            pod.waiting.popleft()
+        return len(pod.waiting)
 
     def replies_between(self, name: str, t0: float, t1: float) -> int:
         """Replies the pod sent in [t0, t1) (bin resolution)."""

@@ -4,7 +4,11 @@ arm reading its own metrics pipeline on its own schedule.
 - croft: `croft run` polls every 2 s (rates of `syscall` per container over the last poll; a
   container gets a series from its second poll on, as a first sighting has no rate yet); `croft
   scale` polls every 2 s on its own phase, reads the newest collector poll and calls the real
-  `croft.domain.scaling.decision.desired_replicas` with what its live loop would observe.
+  `croft.domain.scaling.decision.desired_replicas` with what its live loop would observe. With
+  `signal="offered"` the collector measures instead the requests reaching each pod (counted where
+  the kernel receives them, so they keep rising past saturation) and each pod's queued requests at
+  its poll, and croft scale calls the real `decide` on that estimate (rate and backlog; a running
+  container without a rate yet is a gap, as `estimate_rate` makes it).
 - hpa: metrics-server scrapes every `metric_resolution_s` (15 s) the mean CPU of each pod over the
   last interval (a pod needs two scrapes after its containers started); the HPA syncs every 15 s
   with `croft.sim.hpa.sync`.
@@ -27,14 +31,18 @@ from croft.domain.metrics import names as names
 from croft.domain.metrics.exposition import Sample, render_exposition
 from croft.domain.scaling.decision import (
     CollectorScrape,
+    Decision,
     DeploymentView,
+    Estimate,
     Observations,
     PodView,
     ScaleConfig,
     ScaleHistory,
+    decide,
     desired_replicas,
     log_line,
 )
+from croft.domain.scaling.sizing import DRAIN_S
 from croft.domain.utc import iso_ms
 from croft.runs.load import RequestOutcome, SecondStats, second_stats, send_times
 from croft.runs.rundir import RunRecord, Timeline
@@ -43,6 +51,8 @@ from croft.sim.hpa import HpaConfig, HpaPod, HpaState, PodMetric, sync
 
 Arm = Literal["hpa", "croft", "fixed"]
 ARMS: tuple[Arm, ...] = ("hpa", "croft", "fixed")
+Signal = Literal["sendto", "offered"]
+SIGNALS: tuple[Signal, ...] = ("sendto", "offered")
 
 
 class OfferedLoad(Protocol):
@@ -56,7 +66,10 @@ class OfferedLoad(Protocol):
 
 @attrs.frozen
 class SimOptions:
-    """How to simulate one run; `seed` fixes every random draw (phases, delays, service times)."""
+    """How to simulate one run; `seed` fixes every random draw (phases, delays, service times).
+    `signal` is what the croft arm's collector measures: `sendto` (replies, the app's syscall) or
+    `offered` (requests reaching each pod, and each pod's queue); `drain_s` is croft scale's
+    --drain-secs."""
 
     arm: Arm
     seed: int = 0
@@ -70,6 +83,8 @@ class SimOptions:
     metric_resolution_s: float = 15.0
     prometheus_interval_s: float = 15.0
     hpa: HpaConfig = attrs.field(factory=HpaConfig)
+    signal: Signal = "sendto"
+    drain_s: float = DRAIN_S
 
 
 @attrs.frozen
@@ -97,8 +112,10 @@ class _Croft:
             confirm_polls=options.confirm_polls,
             interval_s=options.scaler_interval_s,
             stabilization_s=options.stabilization_s,
+            drain_s=options.drain_s,
         )
         self.history = ScaleHistory()
+        self.offered: dict[str, tuple[float, int]] = {}  # container: (requests/s, queued requests)
         self.body: str | None = None
         self.previous_poll_s: float | None = None
         self.seen: set[str] = set()
@@ -110,6 +127,7 @@ class _Croft:
     def collector_poll(self, t: float) -> None:
         samples = [Sample(names.LAST_POLL_TIMESTAMP_SECONDS, (), self.ms(t) / 1000)]
         seen: set[str] = set()
+        self.offered = {}
         for pod in self.cluster.pods:
             if not pod.running(t):
                 continue
@@ -120,6 +138,8 @@ class _Croft:
             t0 = max(self.previous_poll_s, pod.started_s)
             replies = self.cluster.replies_between(pod.name, t0, t)
             rate = replies * self.app.calls_per_request / (t - self.previous_poll_s)
+            arrived = self.cluster.arrivals_between(pod.name, t0, t)
+            self.offered[cid] = (arrived / (t - self.previous_poll_s), self.cluster.backlog(pod, t))
             label = ((names.LABEL_CONTAINER_ID, cid),)
             samples.append(Sample(names.CONTAINER_CPU_CORES, label, self.cluster.cpu_cores(pod.name, t0, t)))
             samples.append(
@@ -137,11 +157,28 @@ class _Croft:
         view = DeploymentView(
             self.app.namespace, self.app.deployment, self.cluster.spec_replicas, self.app.cpu_limit_cores
         )
-        decision = desired_replicas(Observations(now_ms, pods, (scrape,)), view, self.config, self.history)
+        observations = Observations(now_ms, pods, (scrape,))
+        decision = self._decide(observations, view)
         self.history = decision.history
         self.log.append(f"{iso_ms(now_ms)} {log_line(decision)}")
         if decision.action != "hold":
             self.cluster.set_replicas(t, decision.replicas, "croft", decision.reason.code)
+
+    def _decide(self, observations: Observations, view: DeploymentView) -> Decision:
+        running = [(p.name, c) for p in observations.pods for c in p.container_ids]
+        if self.options.signal == "sendto" or not running or self.body is None:
+            return desired_replicas(observations, view, self.config, self.history)
+        gaps = tuple(
+            f"pod {pod} container {c[:12]} has no series" for pod, c in running if c not in self.offered
+        )
+        counted = [self.offered[c] for _, c in running if c in self.offered]
+        estimate = Estimate(
+            request_rate=sum(rate for rate, _ in counted),
+            containers_counted=len(counted),
+            gaps=gaps,
+            backlog_requests=float(sum(queued for _, queued in counted)),
+        )
+        return decide(observations.now_ms, estimate, view, self.config, self.history)
 
 
 class _Hpa:
