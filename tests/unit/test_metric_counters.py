@@ -144,6 +144,41 @@ def test_pod_name_and_namespace_are_read_through_a_process_of_the_container(tmp_
     assert pods.lookup("cd" * 32, 41) == ("changed", "shop")
 
 
+def test_pod_files_are_resolved_inside_the_containers_root(tmp_path: Path) -> None:
+    """Debian-based images have /var/run -> /run: through /proc/<pid>/root the kernel would follow
+    that link into the collector's own /run (on the real node every namespace read ""). Links are
+    resolved in the container's root, so they find the container's file and never one outside it;
+    a FIFO or a link loop reads as nothing, without blocking."""
+    import os
+
+    from croft.adapters.host.pods import PodNames
+
+    root = tmp_path / "41" / "root"
+    (root / "etc").mkdir(parents=True)
+    (root / "var").mkdir()
+    (root / "var" / "run").symlink_to("/run")
+    secrets = root / "run/secrets/kubernetes.io/serviceaccount"
+    secrets.mkdir(parents=True)
+    (secrets / "..data").mkdir()
+    (secrets / "..data" / "namespace").write_text("shop")
+    (secrets / "namespace").symlink_to("..data/namespace")  # as the kubelet's projected volume
+    (root / "etc" / "hostname").symlink_to("/srv/name")
+    (root / "srv").mkdir()
+    (root / "srv" / "name").write_text("web-0")
+    assert PodNames(tmp_path).lookup("ab" * 32, 41) == ("web-0", "shop")
+
+    (tmp_path / "outside").write_text("the collector's own file")
+    escape = "../" * (len(root.parts) + 2) + str(tmp_path / "outside").lstrip("/")
+    (root / "etc" / "hostname").unlink()
+    (root / "etc" / "hostname").symlink_to(escape)
+    (secrets / "namespace").unlink()
+    os.mkfifo(secrets / "namespace")
+    assert PodNames(tmp_path).lookup("cd" * 32, 41) == ("", "")
+    (root / "etc" / "hostname").unlink()
+    (root / "etc" / "hostname").symlink_to("/etc/hostname")  # a loop
+    assert PodNames(tmp_path).lookup("ef" * 32, 41) == ("", "")
+
+
 def test_the_info_series_carries_pod_uid_name_and_namespace() -> None:
     pod_cgroup = (
         "/kubepods.slice/kubepods-pod0d8e0a3c_1b2c_4d5e_8f90_123456789abc.slice/cri-containerd-"
