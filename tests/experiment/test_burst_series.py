@@ -133,3 +133,10 @@ def test_the_ingress_object_is_plotted_once_per_pod_with_its_units() -> None:
         "ingress.listen_backlog": ("count", (6.0,)),
         "ingress.unread_bytes": ("bytes", (80.0,)),
     }
+
+
+def test_the_baseline_leaves_out_the_poll_that_saw_only_part_of_the_load() -> None:
+    # polls every 2 s; the load starts at -7 s: the poll at -6 s covered 1 s of it and reads low
+    series = burst_series.Series("x", "offered", "/s", (-6.0, -4.0, -2.0, 0.0), (2.0, 5.0, 5.0, 7.0))
+    assert leadtime.threshold(series, start_s=-7.0) == (5.0, 0.0, 6.0)
+    assert leadtime.threshold(series, start_s=-3.0) is None  # one whole poll only

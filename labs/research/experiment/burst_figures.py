@@ -270,6 +270,6 @@ def lead_time_figure(rows: Sequence[LeadTime], dists: Sequence[Distribution], ou
     ax.set_ylim(-0.7, len(order) - 0.3)
     ax.invert_yaxis()
     ax.set_xlabel("lead time (s): detection before p95 crosses the objective (> 0 is early)")
-    ax.legend(loc="lower right")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.6 / (0.28 * len(order) + 1.2)), ncols=2)
     fig.tight_layout()
     return save(fig, out_dir, "lead_time")

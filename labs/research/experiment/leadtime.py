@@ -26,8 +26,9 @@ NOT_SIGNAL_NAMES = frozenset({"prom replicas", "prom restarts", "prom memory_byt
 MIN_SYSCALL_RATE = 5.0
 
 THRESHOLD_RULE = (
-    f"Baseline: the signal's samples from the load's start to the burst's onset (t < 0), at least "
-    f"{MIN_BASELINE_SAMPLES}. "
+    "Baseline: the signal's samples before the burst's onset (t < 0) whose interval lies wholly after "
+    "the load's start (a sample at t covers the signal's sampling period before t, the median gap "
+    f"between its samples), at least {MIN_BASELINE_SAMPLES}. "
     f"Threshold: baseline mean + max({SIGMAS:g} x baseline sd, {MIN_RISE:g} x |baseline mean|, "
     f"{ABSOLUTE_FLOOR:g}). Detected: the time stamp of the first sample at or after the onset "
     f"(t >= 0) above the threshold. The objective is crossed at the first second (of scheduled send "
@@ -65,10 +66,18 @@ def objective_crossed_s(run: Run, objective_ms: float = OBJECTIVE_MS) -> float |
     return None
 
 
+def period_s(series: Series) -> float:
+    """The series' sampling period: the median gap between its samples (0 with fewer than two)."""
+    gaps = [b - a for a, b in zip(series.t_s, series.t_s[1:], strict=False) if b > a]
+    return statistics.median(gaps) if gaps else 0.0
+
+
 def threshold(series: Series, start_s: float) -> tuple[float, float, float] | None:
-    """(baseline mean, baseline sd, threshold) by THRESHOLD_RULE, the baseline being the samples from
-    the load's start (`start_s`, seconds from the onset) to the onset; None with too short a one."""
-    baseline = [v for t, v in zip(series.t_s, series.values, strict=True) if start_s <= t < 0]
+    """(baseline mean, baseline sd, threshold) by THRESHOLD_RULE: the baseline is the samples before
+    the onset whose sampling period lies after the load's start (`start_s`, seconds from the onset;
+    the first poll after the start counts only part of its interval's load); None with too few."""
+    earliest = start_s + period_s(series)
+    baseline = [v for t, v in zip(series.t_s, series.values, strict=True) if earliest <= t < 0]
     if len(baseline) < MIN_BASELINE_SAMPLES:
         return None
     mean = statistics.fmean(baseline)
