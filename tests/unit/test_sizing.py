@@ -6,17 +6,26 @@ from __future__ import annotations
 
 import json
 
+import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from croft.domain.metrics import names
+from croft.domain.metrics.exposition import Sample, render_exposition
 from croft.domain.scaling.decision import (
+    CollectorScrape,
     Decision,
     DeploymentView,
     Estimate,
+    Observations,
+    PodView,
     ScaleConfig,
     ScaleHistory,
+    config_problem,
     decide,
+    desired_replicas,
+    estimate_rate,
     log_line,
     replicas_for,
 )
@@ -86,6 +95,67 @@ def test_the_log_names_the_backlog_only_when_there_is_one() -> None:
     without = decide(STEP_MS, estimate(75.0), view, WEBAPP, ScaleHistory())
     assert "backlog" not in log_line(without)
     assert "backlog_requests" not in json.loads(render("t", decision_fields(without), "json"))
+
+
+def ingress_body(now_ms: int, containers: dict[str, tuple[float, float | None, float | None]]) -> str:
+    """A collector's /metrics: per container (tcp_data_segments rate, listen backlog, unread bytes;
+    None: no such gauge)."""
+    samples = [Sample(names.LAST_POLL_TIMESTAMP_SECONDS, (), now_ms / 1000)]
+    for cid, (rate, listen, unread) in containers.items():
+        where = ((names.LABEL_CONTAINER_ID, cid),)
+        samples.append(Sample(names.CONTAINER_CPU_CORES, where, 0.9))
+        samples.append(
+            Sample(names.CONTAINER_INGRESS_RATE, (*where, (names.LABEL_SIGNAL, "tcp_data_segments")), rate)
+        )
+        if listen is not None:
+            samples.append(Sample(names.CONTAINER_LISTEN_BACKLOG, where, listen))
+        if unread is not None:
+            samples.append(Sample(names.CONTAINER_UNREAD_BYTES, where, unread))
+    return render_exposition(samples)
+
+
+INGRESS = ScaleConfig("sendto", 1.0, 50.63, signal="tcp_data_segments")
+
+
+def test_the_backlog_is_read_from_the_queues_of_each_pod_once() -> None:
+    """web-1 (two containers sharing a namespace: counted once, the larger) has 40 connections
+    waiting and 30 000 unread bytes, web-2 none: 40 requests, or 40 + 30 000 / 250 = 160 with
+    --bytes-per-request 250; at 75 req/s that asks for 6, then 7 replicas."""
+    a, b, c = "a" * 64, "b" * 64, "c" * 64
+    now = 1_800_000_000_000
+    body = ingress_body(now, {a: (60.0, 40.0, 30_000.0), b: (60.0, 40.0, 30_000.0), c: (15.0, 0.0, None)})
+    observations = Observations(
+        now, (PodView("web-1", (a, b)), PodView("web-2", (c,))), (CollectorScrape("n", now, body),)
+    )
+    estimate = estimate_rate(observations, INGRESS)
+    assert estimate.complete and estimate.request_rate == 75.0 and estimate.backlog_requests == 40.0
+    with_bytes = attrs.evolve(INGRESS, bytes_per_request=250.0)
+    assert estimate_rate(observations, with_bytes).backlog_requests == 160.0
+    view = DeploymentView("croft-exp", "webapp", 2, 1.0)
+    assert desired_replicas(observations, view, INGRESS, ScaleHistory()).desired == 6  # 5.42 + 0.03
+    short = attrs.evolve(with_bytes, drain_s=10.0)
+    assert desired_replicas(observations, view, short, ScaleHistory()).desired == 7  # 5.42 + 0.81
+    syscall = estimate_rate(observations, attrs.evolve(INGRESS, signal="syscall"))
+    assert syscall.backlog_requests == 0.0  # the queues count only with an ingress signal
+
+
+def test_a_garbled_queue_gauge_counts_nothing_and_makes_a_lower_bound() -> None:
+    a = "a" * 64
+    now = 1_800_000_000_000
+    body = ingress_body(now, {a: (30.0, float("nan"), -5.0)})
+    observations = Observations(now, (PodView("web-1", (a,)),), (CollectorScrape("n", now, body),))
+    estimate = estimate_rate(observations, attrs.evolve(INGRESS, bytes_per_request=100.0))
+    assert estimate.backlog_requests == 0.0 and estimate.request_rate == 30.0
+    assert len(estimate.gaps) == 2 and "croft_container_listen_backlog nan" in estimate.gaps[0]
+    decision = desired_replicas(observations, DeploymentView("x", "web", 5, 1.0), INGRESS, ScaleHistory())
+    assert decision.action != "down"
+
+
+def test_bytes_per_request_must_be_a_finite_size() -> None:
+    assert config_problem(attrs.evolve(INGRESS, bytes_per_request=0.0)) is None
+    for bad in (-1.0, float("nan"), float("inf")):
+        problem = config_problem(attrs.evolve(INGRESS, bytes_per_request=bad)) or ""
+        assert problem.startswith("--bytes-per-request must be a finite number in [0, 1e+09]")
 
 
 # -- laws ------------------------------------------------------------------------------------------

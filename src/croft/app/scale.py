@@ -53,11 +53,19 @@ def scale(
         float,
         Parameter(
             help="scale up, in one step, also for the requests already queued in the pods, enough to "
-            "drain them within this many seconds at the full CPU limit (when the signal measures a "
-            "backlog). Every replica it adds is kept for the stabilization window, so halving it "
-            "doubles those replicas"
+            "drain them within this many seconds at the full CPU limit (with an ingress --signal: "
+            "connections waiting to be accepted, and unread bytes with --bytes-per-request). Every "
+            "replica it adds is kept for the stabilization window, so halving it doubles those replicas"
         ),
     ] = DRAIN_S,
+    bytes_per_request: Annotated[
+        float,
+        Parameter(
+            help="with an ingress --signal: a request's bytes as the server reads them (headers and "
+            "body), to count the bytes received and not yet read in the pods as queued requests; "
+            "0: they are not counted (only connections waiting to be accepted are)"
+        ),
+    ] = 0.0,
     collector_namespace: Annotated[str, Parameter(help="the namespace of croft's collector pods")] = "croft",
     collector_selector: Annotated[
         str, Parameter(help="label selector of the collector pods")
@@ -108,6 +116,7 @@ def scale(
         interval_s=interval,
         stabilization_s=stabilization_secs,
         drain_s=drain_secs,
+        bytes_per_request=bytes_per_request,
     )
     problem = config_problem(config)
     if problem is not None:

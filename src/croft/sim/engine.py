@@ -5,10 +5,12 @@ arm reading its own metrics pipeline on its own schedule.
   container gets a series from its second poll on, as a first sighting has no rate yet); `croft
   scale` polls every 2 s on its own phase, reads the newest collector poll and calls the real
   `croft.domain.scaling.decision.desired_replicas` with what its live loop would observe. With
-  `signal="offered"` the collector measures instead the requests reaching each pod (counted where
-  the kernel receives them, so they keep rising past saturation) and each pod's queued requests at
-  its poll, and croft scale calls the real `decide` on that estimate (rate and backlog; a running
-  container without a rate yet is a gap, as `estimate_rate` makes it).
+  `signal="offered"` the collector also serves the requests reaching each pod (counted where the
+  kernel receives them, so they keep rising past saturation) as its `tcp_data_segments` ingress
+  rate (one data segment per request, as small requests on keep-alive connections make) and each
+  pod's queued requests at its poll as its listen backlog (one waiting connection per request, as
+  for clients that connect per request), and croft scale reads them with `--signal
+  tcp_data_segments --calls-per-request 1`: rate and backlog through the same `desired_replicas`.
 - hpa: metrics-server scrapes every `metric_resolution_s` (15 s) the mean CPU of each pod over the
   last interval (a pod needs two scrapes after its containers started); the HPA syncs every 15 s
   with `croft.sim.hpa.sync`.
@@ -31,14 +33,11 @@ from croft.domain.metrics import names as names
 from croft.domain.metrics.exposition import Sample, render_exposition
 from croft.domain.scaling.decision import (
     CollectorScrape,
-    Decision,
     DeploymentView,
-    Estimate,
     Observations,
     PodView,
     ScaleConfig,
     ScaleHistory,
-    decide,
     desired_replicas,
     log_line,
 )
@@ -53,6 +52,7 @@ Arm = Literal["hpa", "croft", "fixed"]
 ARMS: tuple[Arm, ...] = ("hpa", "croft", "fixed")
 Signal = Literal["sendto", "offered"]
 SIGNALS: tuple[Signal, ...] = ("sendto", "offered")
+OFFERED_SIGNAL = "tcp_data_segments"  # the ingress signal the offered-load collector serves
 
 
 class OfferedLoad(Protocol):
@@ -114,8 +114,9 @@ class _Croft:
             stabilization_s=options.stabilization_s,
             drain_s=options.drain_s,
         )
+        if options.signal == "offered":
+            self.config = attrs.evolve(self.config, signal=OFFERED_SIGNAL, calls_per_request=1.0)
         self.history = ScaleHistory()
-        self.offered: dict[str, tuple[float, int]] = {}  # container: (requests/s, queued requests)
         self.body: str | None = None
         self.previous_poll_s: float | None = None
         self.seen: set[str] = set()
@@ -127,7 +128,6 @@ class _Croft:
     def collector_poll(self, t: float) -> None:
         samples = [Sample(names.LAST_POLL_TIMESTAMP_SECONDS, (), self.ms(t) / 1000)]
         seen: set[str] = set()
-        self.offered = {}
         for pod in self.cluster.pods:
             if not pod.running(t):
                 continue
@@ -138,13 +138,17 @@ class _Croft:
             t0 = max(self.previous_poll_s, pod.started_s)
             replies = self.cluster.replies_between(pod.name, t0, t)
             rate = replies * self.app.calls_per_request / (t - self.previous_poll_s)
-            arrived = self.cluster.arrivals_between(pod.name, t0, t)
-            self.offered[cid] = (arrived / (t - self.previous_poll_s), self.cluster.backlog(pod, t))
             label = ((names.LABEL_CONTAINER_ID, cid),)
             samples.append(Sample(names.CONTAINER_CPU_CORES, label, self.cluster.cpu_cores(pod.name, t0, t)))
             samples.append(
                 Sample(names.CONTAINER_SYSCALL_RATE, (*label, (names.LABEL_SYSCALL, self.app.syscall)), rate)
             )
+            if self.options.signal == "offered":
+                arrived = self.cluster.arrivals_between(pod.name, t0, t) / (t - self.previous_poll_s)
+                signal = (*label, (names.LABEL_SIGNAL, OFFERED_SIGNAL))
+                samples.append(Sample(names.CONTAINER_INGRESS_RATE, signal, arrived))
+                queued = float(self.cluster.backlog(pod, t))
+                samples.append(Sample(names.CONTAINER_LISTEN_BACKLOG, label, queued))
         self.body = render_exposition(samples)
         self.seen, self.previous_poll_s = seen, t
 
@@ -158,27 +162,11 @@ class _Croft:
             self.app.namespace, self.app.deployment, self.cluster.spec_replicas, self.app.cpu_limit_cores
         )
         observations = Observations(now_ms, pods, (scrape,))
-        decision = self._decide(observations, view)
+        decision = desired_replicas(observations, view, self.config, self.history)
         self.history = decision.history
         self.log.append(f"{iso_ms(now_ms)} {log_line(decision)}")
         if decision.action != "hold":
             self.cluster.set_replicas(t, decision.replicas, "croft", decision.reason.code)
-
-    def _decide(self, observations: Observations, view: DeploymentView) -> Decision:
-        running = [(p.name, c) for p in observations.pods for c in p.container_ids]
-        if self.options.signal == "sendto" or not running or self.body is None:
-            return desired_replicas(observations, view, self.config, self.history)
-        gaps = tuple(
-            f"pod {pod} container {c[:12]} has no series" for pod, c in running if c not in self.offered
-        )
-        counted = [self.offered[c] for _, c in running if c in self.offered]
-        estimate = Estimate(
-            request_rate=sum(rate for rate, _ in counted),
-            containers_counted=len(counted),
-            gaps=gaps,
-            backlog_requests=float(sum(queued for _, queued in counted)),
-        )
-        return decide(observations.now_ms, estimate, view, self.config, self.history)
 
 
 class _Hpa:

@@ -5,8 +5,9 @@
 - request rate (requests/s) = the summed `config.syscall` rate of the Deployment's containers,
   from every collector's /metrics, ÷ `calls_per_request`; with `config.signal` other than
   `syscall`, the `croft_container_ingress_rate` of that signal instead, taken once per pod (the
-  containers of a pod share the network namespace it counts), ÷ `calls_per_request`; the estimate
-  may also carry a backlog of queued requests;
+  containers of a pod share the network namespace it counts), ÷ `calls_per_request`, and the
+  requests queued in the pods (`croft.domain.scaling.backlog`: connections waiting to be accepted,
+  and unread bytes ÷ `bytes_per_request` when it is given);
 - desired = ceil(rate × CPU per request ÷ (CPU limit × target) + backlog × CPU per request ÷
   (`drain_s` × CPU limit)), clamped to [1, max_replicas] (`croft.domain.scaling.sizing`): the
   replicas the load needs and those that drain the backlog within `drain_s`, in one step;
@@ -48,6 +49,7 @@ from croft.domain.metrics import (
     Sample,
     parse_exposition,
 )
+from croft.domain.scaling.backlog import QUEUE_GAUGES, queued_requests
 from croft.domain.scaling.sizing import DRAIN_S, clamp_replicas, replica_need
 
 Action = Literal["up", "down", "hold"]
@@ -63,7 +65,9 @@ ReasonCode = Literal[
 ]
 MAX_GAPS_IN_REASON = 3
 _WANTED = frozenset({CONTAINER_SYSCALL_RATE, CONTAINER_CPU_CORES, LAST_POLL_TIMESTAMP_SECONDS})
-_WANTED_INGRESS = frozenset({CONTAINER_INGRESS_RATE, CONTAINER_CPU_CORES, LAST_POLL_TIMESTAMP_SECONDS})
+_WANTED_INGRESS = frozenset(
+    {CONTAINER_INGRESS_RATE, CONTAINER_CPU_CORES, LAST_POLL_TIMESTAMP_SECONDS, *QUEUE_GAUGES}
+)
 SYSCALL_SIGNAL = "syscall"
 SIGNALS: tuple[str, ...] = (SYSCALL_SIGNAL, *INGRESS_SIGNALS)
 """The choices of `--signal`: `syscall` (the `--syscall` rate, the default) or an ingress signal."""
@@ -74,7 +78,8 @@ class ScaleConfig:
     """The options of `croft scale`. `stabilization_s` is the scale-down window (300 s by default,
     the HPA's, so both arms of an experiment scale down alike). `signal` is what counts requests:
     `syscall` (the `syscall` rate) or one of `INGRESS_SIGNALS`; `calls_per_request` is how many of
-    it one request makes (syscalls, data segments, connections, bytes, ...)."""
+    it one request makes (syscalls, data segments, connections, bytes, ...). With an ingress
+    signal, `bytes_per_request` (0: not given) turns the pods' unread bytes into queued requests."""
 
     syscall: str
     calls_per_request: float
@@ -86,6 +91,7 @@ class ScaleConfig:
     stabilization_s: float = 300.0
     drain_s: float = DRAIN_S
     signal: str = SYSCALL_SIGNAL
+    bytes_per_request: float = 0.0
 
     @property
     def stale_after_ms(self) -> int:
@@ -102,6 +108,11 @@ OPTION_RANGES: dict[str, tuple[float, float, str]] = {
     "--interval": (0.1, 3600.0, "seconds between polls"),
     "--stabilization-secs": (0.0, 86400.0, "seconds of the scale-down window"),
     "--drain-secs": (1.0, 86400.0, "seconds to drain the queued requests in"),
+    "--bytes-per-request": (
+        0.0,
+        1e9,
+        "a request's bytes as the server reads them; 0: unread bytes not counted",
+    ),
 }
 
 
@@ -128,6 +139,7 @@ def config_problem(config: ScaleConfig) -> str | None:
         ("--interval", config.interval_s),
         ("--stabilization-secs", config.stabilization_s),
         ("--drain-secs", config.drain_s),
+        ("--bytes-per-request", config.bytes_per_request),
     )
     for option, value in floats:
         if (problem := _out_of_range(option, value)) is not None:
@@ -356,7 +368,8 @@ def _fresh_samples(
 def _estimate_from_ingress(observations: Observations, config: ScaleConfig) -> Estimate:
     """The request rate from `config.signal`'s ingress rate: per pod the largest of its containers'
     (they share one namespace and serve the same number), summed over pods, ÷ calls per request.
-    A busy container (CPU above 0) whose pod has no series of the signal makes it a lower bound."""
+    A busy container (CPU above 0) whose pod has no series of the signal makes it a lower bound.
+    The backlog is the requests queued in the pods (`croft.domain.scaling.backlog`)."""
     gaps: list[str] = []
     known: set[str] = set()
     rates: dict[str, float] = {}
@@ -364,7 +377,8 @@ def _estimate_from_ingress(observations: Observations, config: ScaleConfig) -> E
     busy: dict[str, bool] = {}
     signal = config.signal
     containing: dict[str, str | tuple[str, ...]] = {CONTAINER_INGRESS_RATE: f'"{signal}"'}
-    for collector, samples in _fresh_samples(observations, config, _WANTED_INGRESS, containing, gaps):
+    fresh = _fresh_samples(observations, config, _WANTED_INGRESS, containing, gaps)
+    for collector, samples in fresh:
         for sample in samples:
             container = sample.label(LABEL_CONTAINER_ID)
             if container is None or sample.name == LAST_POLL_TIMESTAMP_SECONDS:
@@ -399,8 +413,16 @@ def _estimate_from_ingress(observations: Observations, config: ScaleConfig) -> E
             total += pod_rate
         elif pod_busy:
             gaps.append(f"{pod_busy} is busy but has no {signal} series (no ingress measured yet)")
+    backlog, garbled_queues = queued_requests(
+        ((collector, sample) for collector, samples in fresh for sample in samples),
+        [(pod.name, pod.container_ids) for pod in observations.pods],
+        config.bytes_per_request,
+    )
     return Estimate(
-        request_rate=total / config.calls_per_request, containers_counted=counted, gaps=tuple(gaps)
+        request_rate=total / config.calls_per_request,
+        containers_counted=counted,
+        gaps=(*gaps, *garbled_queues),
+        backlog_requests=backlog,
     )
 
 
