@@ -157,3 +157,29 @@ def test_relative_error_is_against_the_real_mean() -> None:
     assert versus.relative_error(12.0, 10.0) == pytest.approx(0.2)
     assert versus.relative_error(8.0, 10.0) == pytest.approx(-0.2)
     assert versus.relative_error(1.0, 0.0) is None and versus.relative_error(None, 3.0) is None
+
+
+def test_answer_real_reads_a_real_capture_and_takes_the_node_s_settings(tmp_path: Path) -> None:
+    """fixtures/research-run: both arms on the real test node (a real HPA on the metrics stand-in,
+    croft scale reading the collector pod). The real column is `compare`'s; the node's settings
+    (a pod's share of its CPU, the request the HPA divides by, the controllers' periods) reach the
+    simulated runs."""
+    fixture = Path(apps.__file__).resolve().parents[3] / "fixtures" / "research-run" / "web"
+    sim = tmp_path / "sim"
+    out = run_py(
+        "answer", "--real", str(fixture), "--prefix", "hpa-", "duo-", "--seeds", "2", "--data", str(sim),
+        "--cpu-share", "0.4", "--cpu-request-cores", "0.1", "--scaler-interval-secs", "1",
+        "--hpa-sync-secs", "5", "--metric-resolution-secs", "10", "--hpa-downscale-stabilization-secs", "30",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    real = {s.arm: s for s in scoring.score_prefixes(fixture, ["hpa-", "duo-"])}
+    lines = out.stdout.splitlines()
+    for arm, score in real.items():
+        block = lines[lines.index(f"arm {arm} ({'hpa' if arm == 'hpa-' else 'croft scale on sendto'})") :]
+        first_up = next(line for line in block if line.startswith("onset -> first scale-up, s"))
+        assert first_up.split()[5] == f"{score.first_scale_up_s:.1f}", first_up
+    assert "pod created -> containers running (start delay): 1.3 ± 0.6 s (range 1.0-2.0, n=3)" in out.stdout
+    assert "simulated with share of the CPU limit a pod gets 0.4; CPU request cores 0.1; " in out.stdout
+    records = [json.loads(line) for line in (sim / "web" / "runs.jsonl").read_text().splitlines()]
+    assert {r["simulated"]["app"]["cpu_share"] for r in records} == {0.4}
+    assert {r["simulated"]["app"]["cpu_request_cores"] for r in records} == {0.1}

@@ -201,3 +201,12 @@ def test_pod_delays_are_measured_from_the_scale_up_the_object_and_its_containers
     }
     assert delays.pod_start.text() == "3.0 ± 1.4 s (range 2.0-4.0, n=2)"
     assert measure([]).sim_overrides() == {} and measure([]).readiness.text() == "not measured"
+
+
+def test_a_pod_given_half_its_cpu_limit_serves_at_half_the_speed_and_uses_half_the_cores():
+    # 8 RPS x 50 ms at half of one core: 100 ms each, 0.8 of the half core it gets.
+    half = attrs.evolve(APP, service_cv=0, cpu_share=0.5)
+    result = simulate("r", half, Steps(((30, 8),)), SimOptions(arm="fixed"))
+    assert all(r.ok == 8 and r.p50_ms == 100.0 for r in result.rows)
+    cores = [v for _, series, _, v in result.prometheus if series == "cpu_cores"]
+    assert cores and all(v <= 0.5 for v in cores) and max(cores) > 0.3

@@ -40,6 +40,63 @@ COLORS = {"hpa": "tab:blue", "croft": "tab:orange", "croft-offered": "tab:green"
 
 
 @attrs.frozen
+class Tuning:
+    """What run.py's options change in the simulator beyond apps.json, to match a real node: the pod
+    delays (SimApp fields: (low, high) s), the share of its CPU limit a pod really gets (a loaded
+    node gives less) and the pods' CPU request (the HPA divides by it), croft scale's --drain-secs
+    and --interval, and the HPA's sync period, metrics resolution and scale-down stabilization (s).
+    None: the default."""
+
+    delays: Mapping[str, tuple[float, float]] = attrs.field(factory=dict)
+    cpu_share: float | None = None
+    cpu_request_cores: float | None = None
+    drain_s: float | None = None
+    scaler_interval_s: float | None = None
+    hpa_sync_s: float | None = None
+    metric_resolution_s: float | None = None
+    hpa_down_stabilization_s: float | None = None
+
+    def app(self, app: apps.App, measured: Mapping[str, tuple[float, float]] | None = None) -> apps.App:
+        """`app` with the measured delays, then the given ones, and the CPU share and request."""
+        app = apps.with_delays(app, {**(measured or {}), **self.delays})
+        extra = {"cpu_share": self.cpu_share, "cpu_request_cores": self.cpu_request_cores}
+        return attrs.evolve(app, sim={**app.sim, **{k: v for k, v in extra.items() if v is not None}})
+
+    def options(self, options: SimOptions) -> SimOptions:
+        changes: dict[str, Any] = {}
+        hpa: dict[str, Any] = {}
+        if self.drain_s is not None:
+            changes["drain_s"] = self.drain_s
+        if self.scaler_interval_s is not None:
+            changes["scaler_interval_s"] = self.scaler_interval_s
+        if self.metric_resolution_s is not None:
+            changes["metric_resolution_s"] = self.metric_resolution_s
+        if self.hpa_sync_s is not None:
+            hpa["sync_period_s"] = self.hpa_sync_s
+        if self.hpa_down_stabilization_s is not None:
+            hpa["down_stabilization_s"] = self.hpa_down_stabilization_s
+        if hpa:
+            changes["hpa"] = attrs.evolve(options.hpa, **hpa)
+        return attrs.evolve(options, **changes)
+
+    def text(self) -> str:
+        """The changed settings, for the report ('' when none)."""
+        parts = [
+            f"{name} {value:g}"
+            for name, value in (
+                ("share of the CPU limit a pod gets", self.cpu_share),
+                ("CPU request cores", self.cpu_request_cores),
+                ("croft scale --interval", self.scaler_interval_s),
+                ("HPA sync s", self.hpa_sync_s),
+                ("metrics resolution s", self.metric_resolution_s),
+                ("HPA scale-down stabilization s", self.hpa_down_stabilization_s),
+            )
+            if value is not None
+        ]
+        return "; ".join(parts)
+
+
+@attrs.frozen
 class SimArm:
     """One simulated arm: `key` names its runs (`sim-<app>-<key>-<seed>`) and its colour, `options`
     everything but the seed."""
@@ -49,15 +106,13 @@ class SimArm:
     options: SimOptions
 
 
-def sim_arms(drain_s: float | None = None) -> tuple[SimArm, ...]:
+def sim_arms(tuning: Tuning | None = None) -> tuple[SimArm, ...]:
     """The answer's arms: the HPA, croft scale on sendto (replies) and on the offered load."""
-    offered = SimOptions(arm="croft", signal="offered")
-    if drain_s is not None:
-        offered = attrs.evolve(offered, drain_s=drain_s)
+    tune = (tuning or Tuning()).options
     return (
-        SimArm("hpa", "Kubernetes HPA", SimOptions(arm="hpa")),
-        SimArm("croft", "croft scale, sendto", SimOptions(arm="croft", signal="sendto")),
-        SimArm("croft-offered", "croft scale, offered load", offered),
+        SimArm("hpa", "Kubernetes HPA", tune(SimOptions(arm="hpa"))),
+        SimArm("croft", "croft scale, sendto", tune(SimOptions(arm="croft", signal="sendto"))),
+        SimArm("croft-offered", "croft scale, offered load", tune(SimOptions(arm="croft", signal="offered"))),
     )
 
 
@@ -125,18 +180,18 @@ def answer(
     data_root: Path,
     plot: Path | None,
     apps_path: Path = apps.APPS_JSON,
-    delays: Mapping[str, tuple[float, float]] | None = None,
-    drain_s: float | None = None,
+    tuning: Tuning | None = None,
 ) -> str:
-    """Simulate both cases and every arm; returns the printed report (tables per case). `delays`
-    overrides apps.json's pod delays (SimApp field: (low, high) s) for every app."""
+    """Simulate both cases and every arm; returns the printed report (tables per case). `tuning`
+    changes apps.json's and the simulator's settings for every app."""
+    tuning = tuning or Tuning()
     out = []
     data_dir = data_root / "web"
     shutil.rmtree(data_dir, ignore_errors=True)
     all_scores: list[scoring.Score] = []
-    arms = sim_arms(drain_s)
+    arms = sim_arms(tuning)
     for app_name, scale in CASES:
-        app = apps.with_delays(apps.load(app_name, apps_path), delays or {})
+        app = tuning.app(apps.load(app_name, apps_path))
         profile = profiles.with_warmup(profiles.burst(scale))
         prefixes = []
         for arm in arms:
@@ -154,6 +209,7 @@ def answer(
             f"{app.cpu_limit_cores:g} CPU per pod; pod start {_range(sim.pod_start_s)} s, "
             f"Ready {_range(sim.readiness_s)} s after start, created {_range(sim.controller_delay_s)} s "
             f"after the scale-up; --drain-secs {arms[2].options.drain_s:g}"
+            + (f"; {tuning.text()}" if tuning.text() else "")
         )
         out.append(scoring.table(scores, prefixes, names=[f"{arm.label}, simulated" for arm in arms]))
         for arm, prefix in zip(arms[1:], prefixes[1:], strict=True):
@@ -164,7 +220,7 @@ def answer(
         figure_dir = data_root / "web-figure"
         shutil.rmtree(figure_dir, ignore_errors=True)
         for app_name, scale in CASES:
-            app = apps.with_delays(apps.load(app_name, apps_path), delays or {})
+            app = tuning.app(apps.load(app_name, apps_path))
             for arm in arms:
                 prefix = f"sim-{app_name}-{arm.key}-"
                 simulate_runs(

@@ -74,6 +74,16 @@ def _sim_options(parser: argparse.ArgumentParser) -> None:
         default=DRAIN_S,
         help="croft scale --drain-secs of the simulated croft arm reading the offered load",
     )
+    for option, what in (
+        ("--cpu-share", "the share of its CPU limit a pod really gets, 0-1 (a loaded node gives less: "
+         "req/s one pod served x CPU per request; default 1)"),
+        ("--cpu-request-cores", "the pods' CPU request, which the HPA divides by (default: the limit)"),
+        ("--scaler-interval-secs", "croft scale's --interval (default 2)"),
+        ("--hpa-sync-secs", "the HPA controller's sync period (default 15, Kubernetes')"),
+        ("--metric-resolution-secs", "metrics-server's resolution (default 15)"),
+        ("--hpa-downscale-stabilization-secs", "the HPA's scale-down stabilization (default 300)"),
+    ):  # fmt: skip
+        parser.add_argument(option, type=float, default=None, help=what)
 
 
 def _delays(args: argparse.Namespace) -> dict[str, tuple[float, float]]:
@@ -89,6 +99,29 @@ def _delays(args: argparse.Namespace) -> dict[str, tuple[float, float]]:
         if value is not None:
             out[field] = apps.parse_delay(option, value)
     return out
+
+
+def _tuning(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    import answer
+    import apps
+
+    for option in ("cpu_request_cores", "scaler_interval_secs", "hpa_sync_secs", "metric_resolution_secs",
+                   "hpa_downscale_stabilization_secs", "drain_secs"):  # fmt: skip
+        value = getattr(args, option)
+        if value is not None and not (0 < value < 1e6):
+            raise apps.AppError(f"--{option.replace('_', '-')} must be a number above 0")
+    if args.cpu_share is not None and not (0 < args.cpu_share <= 1):
+        raise apps.AppError("--cpu-share must be a share of the CPU limit above 0 and at most 1, e.g. 0.4")
+    return answer.Tuning(
+        delays=_delays(args),
+        cpu_share=args.cpu_share,
+        cpu_request_cores=args.cpu_request_cores,
+        drain_s=args.drain_secs,
+        scaler_interval_s=args.scaler_interval_secs,
+        hpa_sync_s=args.hpa_sync_secs,
+        metric_resolution_s=args.metric_resolution_secs,
+        hpa_down_stabilization_s=args.hpa_downscale_stabilization_secs,
+    )
 
 
 def _profile(args: argparse.Namespace):  # type: ignore[no-untyped-def]
@@ -349,12 +382,13 @@ def _dispatch(args: argparse.Namespace) -> int:
         import answer
         from croft.sim import SimOptions
 
-        app = apps.with_delays(apps.load(args.app, args.apps), _delays(args))
+        tuning = _tuning(args)
+        app = tuning.app(apps.load(args.app, args.apps))
         arm = answer.ARM_OF_SCALER[args.scaler]
         offered = arm == "croft" and args.signal == "offered"
         prefix = args.prefix or f"sim-{app.name}-{arm}{'-offered' if offered else ''}-"
         profile = _profile(args)
-        template = SimOptions(arm=arm, signal=args.signal, drain_s=args.drain_secs)  # type: ignore[arg-type]
+        template = tuning.options(SimOptions(arm=arm, signal=args.signal))  # type: ignore[arg-type]
         names = answer.simulate_runs(
             app, profile, arm, range(1, args.seeds + 1), prefix, args.data / "web", template
         )
@@ -378,14 +412,13 @@ def _dispatch(args: argparse.Namespace) -> int:
                     args.data,
                     args.apps,
                     versus.parse_signals(args.sim_signal),
-                    _delays(args),
-                    args.drain_secs,
+                    _tuning(args),
                     args.slo_ms,
                 )
             )
             return 0
         plot = args.plot or args.data / "answer.png"
-        print(answer.answer(args.seeds, args.data, plot, args.apps, _delays(args), args.drain_secs))
+        print(answer.answer(args.seeds, args.data, plot, args.apps, _tuning(args)))
         return 0
     raise AssertionError(args.command)
 

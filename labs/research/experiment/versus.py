@@ -133,12 +133,11 @@ def parse_signals(items: Sequence[str]) -> dict[str, str]:
     return out
 
 
-def _sim_options(autoscaler: str, signal: str, drain_s: float | None) -> SimOptions:
+def _sim_options(autoscaler: str, signal: str) -> SimOptions:
     arm = answer.ARM_OF_SCALER.get(autoscaler, autoscaler)
     if arm not in ("hpa", "croft", "fixed"):
         raise scoring.CompareError(f"runs autoscaled by {autoscaler!r} have no simulated arm")
-    options = SimOptions(arm=arm, signal=signal)  # type: ignore[arg-type]
-    return options if drain_s is None else attrs.evolve(options, drain_s=drain_s)
+    return SimOptions(arm=arm, signal=signal)  # type: ignore[arg-type]
 
 
 def relative_error(simulated: float | None, real: float | None) -> float | None:
@@ -155,12 +154,12 @@ def versus(
     sim_root: Path,
     apps_path: Path = apps.APPS_JSON,
     signals: Mapping[str, str] | None = None,
-    delays: Mapping[str, tuple[float, float]] | None = None,
-    drain_s: float | None = None,
+    tuning: answer.Tuning | None = None,
     slo_ms: float = scoring.SLO_P95_MS,
 ) -> str:
-    """Simulate every arm of the real runs and report both; `delays` (SimApp field: (low, high) s)
-    win over the measured ones."""
+    """Simulate every arm of the real runs and report both; `tuning`'s delays win over the measured
+    ones."""
+    tuning = tuning or answer.Tuning()
     runs = real_runs(paths, prefixes, slo_ms)
     signals = signals or {}
     measured = measure(r.timeline for r in runs)
@@ -169,7 +168,9 @@ def versus(
     arms = [p for p in prefixes if any(r.score.arm == p for r in runs)]
     real_scores = [r.score for r in runs]
     sim_prefixes = {arm: f"sim-{arm}" for arm in arms}
-    out = [_delays_text(measured, delays or {})]
+    out = [_delays_text(measured, tuning.delays)]
+    if tuning.text():
+        out.append(f"simulated with {tuning.text()}")
     for arm in arms:
         arm_runs = [r for r in runs if r.score.arm == arm]
         autoscalers = {r.record.autoscaler for r in arm_runs}
@@ -180,8 +181,8 @@ def versus(
                 f"or apps {sorted(app_names)}"
             )
         app = apps.load(app_names.pop(), apps_path)
-        app = apps.with_delays(app, {**measured.sim_overrides(), **(delays or {})})
-        options = _sim_options(autoscalers.pop(), signals.get(arm, "sendto"), drain_s)
+        app = tuning.app(app, measured.sim_overrides())
+        options = tuning.options(_sim_options(autoscalers.pop(), signals.get(arm, "sendto")))
         for seed in range(1, seeds + 1):
             real = arm_runs[(seed - 1) % len(arm_runs)]
             onset = (real.record.burst_onset_ms or 0) - real.record.window_start_ms

@@ -38,7 +38,10 @@ class SimApp:
     its containers running (the pod start delay: scheduling, sandbox, image, process start) and
     `readiness_s` from running to Ready (the Ready delay: the readiness probe's first success). The
     defaults are the webapp's values before they were measured; `croft.sim.delays` measures them
-    from real runs' timelines."""
+    from real runs' timelines. `cpu_share` is the share of its CPU limit a pod really gets (1: all
+    of it; a loaded node gives less, and a pod then serves `cpu_share × limit ÷ CPU per request`
+    requests/s and uses at most `cpu_share × limit` cores); `cpu_request_cores` the pods' CPU
+    request, which the HPA's utilization divides by (None: the limit)."""
 
     name: str
     namespace: str
@@ -53,6 +56,8 @@ class SimApp:
     readiness_s: tuple[float, float] = (1.0, 2.0)
     max_replicas: int = 10
     target: float = 0.7
+    cpu_share: float = 1.0
+    cpu_request_cores: float | None = None
 
 
 @attrs.define
@@ -152,7 +157,7 @@ class Cluster:
         pod = self._rng.choice(ready)
         cpu_s = self._service_cpu_s()
         start = max(scheduled_s, pod.free_at_s)
-        finish = start + cpu_s / self.app.cpu_limit_cores
+        finish = start + cpu_s / (self.app.cpu_limit_cores * self.app.cpu_share)
         pod.free_at_s = finish
         if start > scheduled_s:
             pod.waiting.append(start)
@@ -186,12 +191,13 @@ class Cluster:
             self.replies[name][done] += 1
 
     def cpu_cores(self, name: str, t0: float, t1: float) -> float:
-        """Mean CPU cores the pod used over [t0, t1) (bin resolution), at most its limit."""
+        """Mean CPU cores the pod used over [t0, t1) (bin resolution), at most its share of its limit."""
         if t1 <= t0:
             return 0.0
         busy = self.busy_s[name]
         first, last = max(int(t0 / BIN_S + 1e-9), 0), min(int(t1 / BIN_S + 1e-9), self._bins)
-        return sum(busy[first:last]) * self.app.cpu_limit_cores / max(t1 - t0, 1e-9)
+        cores = self.app.cpu_limit_cores * self.app.cpu_share
+        return sum(busy[first:last]) * cores / max(t1 - t0, 1e-9)
 
     def arrivals_between(self, name: str, t0: float, t1: float) -> int:
         """Requests that reached the pod in [t0, t1) (bin resolution), served yet or not."""

@@ -72,9 +72,10 @@ def measure(timelines: Iterable[Timeline]) -> PodDelays:
         for pod in timeline.pods:
             if pod.created_ms < timeline.start_ms:
                 continue
-            asked = [at for at in ups if at <= pod.created_ms]
+            # creationTimestamp is whole seconds: a pod may read up to a second before its scale-up
+            asked = [at for at in ups if at <= pod.created_ms + 1000]
             if asked:
-                controller.append((pod.created_ms - asked[-1]) / 1000)
+                controller.append(max(pod.created_ms - asked[-1], 0) / 1000)
             if pod.started_ms is not None:
                 start.append(max(pod.started_ms - pod.created_ms, 0) / 1000)
                 if pod.ready_ms is not None:

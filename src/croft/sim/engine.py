@@ -194,7 +194,8 @@ class _Hpa:
         self.previous_scrape_s = t
 
     def sync(self, t: float) -> None:
-        request = round(self.app.cpu_limit_cores * 1000)  # request = limit
+        cpu_request = self.app.cpu_request_cores or self.app.cpu_limit_cores
+        request = round(cpu_request * 1000)
         pods = tuple(
             HpaPod(
                 p.name,
