@@ -241,3 +241,42 @@ def test_with_a_backlog_a_gap_never_scales_down_and_replicas_stay_within_one_and
             assert decision.action != "down" and decision.replicas >= decision.current
         if decision.action == "up":
             assert decision.replicas == replicas_for(est.request_rate, limit, config, est.backlog_requests)
+
+
+@given(
+    configs,
+    st.integers(1, 12),
+    st.floats(0, 200, allow_nan=False),
+    st.floats(0, 200, allow_nan=False),
+    st.floats(0, 2000, allow_nan=False),
+    st.integers(0, 20),
+)
+def test_read_from_the_collectors_queues_a_step_burst_is_sized_in_one_step_too(
+    config: ScaleConfig, start: int, base: float, peak: float, queued: float, extra: int
+) -> None:
+    """The same law through `desired_replicas` on /metrics: two pods' tcp_data_segments rates and
+    listen backlogs step from (base, 0) to (peak, queued), split between the pods."""
+    base, peak = min(base, peak), max(base, peak)
+    config = attrs.evolve(config, signal="tcp_data_segments", calls_per_request=1.0)
+    a, b = "a" * 64, "b" * 64
+    pods = (PodView("web-1", (a,)), PodView("web-2", (b,)))
+
+    def poll(i: int, rate: float, backlog: float) -> Observations:
+        now = 1_800_000_000_000 + i * STEP_MS
+        split = {a: (rate * 0.7, backlog * 0.7, None), b: (rate * 0.3, backlog * 0.3, None)}
+        return Observations(now, pods, (CollectorScrape("n", now, ingress_body(now, split)),))
+
+    polls = [poll(i, base, 0.0) for i in range(3)]
+    polls += [poll(3 + i, peak, queued) for i in range(config.confirm_polls + 1 + extra)]
+    replicas, history, decisions = min(start, config.max_replicas), ScaleHistory(), []
+    for observations in polls:
+        decision = desired_replicas(observations, DeploymentView("ns", "web", replicas, 1.0), config, history)
+        decisions.append(decision)
+        replicas, history = decision.replicas, decision.history
+    onset = decisions[2].replicas
+    need = replicas_for(peak, 1.0, config, queued)
+    burst = decisions[3:]
+    assert all(d.replicas <= max(onset, need) for d in burst)
+    if need > onset:
+        assert all(d.replicas == need for d in burst[config.confirm_polls - 1 :])
+        assert sum(d.action == "up" for d in burst) == 1
