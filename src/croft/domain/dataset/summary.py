@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from itertools import chain
+from math import trunc
 from operator import attrgetter
 from typing import Any
 
@@ -134,7 +135,7 @@ class StatsAccumulator:
         if self.syscalls:
             sums, unit = self.syscall_sums, SUM_UNIT
             for call in chain.from_iterable(map(_syscalls, views)):
-                sums[call.name] += int(call.rate_per_sec * unit)
+                sums[call.name] += trunc(call.rate_per_sec * unit)  # int(), by a cheaper call
 
     def merge(self, other: StatsAccumulator) -> None:
         """Fold `other` (of any files, any nodes) into this one."""
