@@ -3,6 +3,7 @@ whose answers are worked out by hand."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -140,3 +141,21 @@ def test_the_baseline_leaves_out_the_poll_that_saw_only_part_of_the_load() -> No
     series = burst_series.Series("x", "offered", "/s", (-6.0, -4.0, -2.0, 0.0), (2.0, 5.0, 5.0, 7.0))
     assert leadtime.threshold(series, start_s=-7.0) == (5.0, 0.0, 6.0)
     assert leadtime.threshold(series, start_s=-3.0) is None  # one whole poll only
+
+
+def test_scaler_log_lines_in_json_and_with_a_backlog() -> None:
+    logfmt = (
+        "ts=2026-12-02T22:44:09.445Z estimate_rps=23.79 backlog_requests=12.5 desired=3 replicas=1->3 "
+        'decision=up reason=scale-up detail="2 polls in a row asked for more than 1"'
+    )
+    json_line = json.dumps(
+        {
+            "ts": "2026-12-02T22:44:09.445Z", "estimate_rps": 23.79, "lower_bound": False,
+            "backlog_requests": 12.5, "desired": 3, "replicas_from": 1, "replicas_to": 3,
+            "decision": "up", "reason": "scale-up", "detail": "",
+        }
+    )  # fmt: skip
+    expected = burst_series.ScalerPoll(1796251449445, 23.79, 3, "up", 12.5)
+    assert burst_series.parse_scaler_line(logfmt) == expected
+    assert burst_series.parse_scaler_line(json_line) == expected
+    assert burst_series.parse_scaler_line('{"ts": "not a time"}') is None

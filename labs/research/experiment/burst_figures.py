@@ -126,10 +126,12 @@ def run_figure(run: Run, series: Sequence[Series], out_dir: Path) -> list[Path]:
     _plot(calls, top_syscalls(run, series), "syscalls (calls/s)", "no dataset rows for this run's containers")
     calls.set_yscale("symlog", linthresh=1.0)
     offered_all = _group(series, "offered")
-    rates = [s for s in offered_all if s.unit == "/s"] + _group(series, "scaler")
+    scaler = _group(series, "scaler")
+    rates = [s for s in offered_all if s.unit == "/s"] + [s for s in scaler if s.unit == "req/s"]
     _plot(offered, rates, "offered-load signal (per s)", "the rows carry no offered-load field")
     _twin(offered, _named(series, "offered (client)"), "client offered (req/s)", "0.3")
-    levels = [attrs.evolve(s, name=s.label) for s in offered_all if s.unit != "/s"]
+    queued = [s for s in offered_all if s.unit != "/s"] + [s for s in scaler if s.unit != "req/s"]
+    levels = [attrs.evolve(s, name=s.label) for s in queued]
     _plot(queues, levels, "offered-load bytes / queues", "the rows carry no offered-load field")
     if levels:
         queues.set_yscale("symlog", linthresh=1.0)

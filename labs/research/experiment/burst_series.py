@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import json
 import math
 import re
 from collections import defaultdict
@@ -89,12 +90,15 @@ class PromPoint:
 
 @attrs.frozen
 class ScalerPoll:
-    """One line of scaler.log: croft scale's estimate (requests/s) and its decision at `unix_ms`."""
+    """One line of scaler.log: croft scale's estimate (requests/s), the backlog it measured in the
+    pods (requests; 0 when the line has none: only ingress signals measure one) and its decision at
+    `unix_ms`."""
 
     unix_ms: int
     estimate_rps: float | None
     desired: int | None
     decision: str
+    backlog_requests: float = 0.0
 
 
 @attrs.frozen
@@ -147,20 +151,37 @@ def read_prometheus(path: Path) -> tuple[PromPoint, ...]:
 
 
 def parse_scaler_line(line: str) -> ScalerPoll | None:
-    """One scaler.log line (`ts=... estimate_rps=23.81 desired=2 ... decision=up ...`); None for a
-    line without a time stamp. A `+` after the estimate (data incomplete) is dropped."""
-    fields = {k: v.strip('"') for k, v in _SCALER_FIELD.findall(line)}
+    """One scaler.log line, logfmt (`ts=... estimate_rps=23.81+ desired=2 ... decision=up ...`) or
+    JSON (`croft scale --log-format json`); None for a line without a time stamp. A `+` after the
+    estimate (a lower bound: data incomplete) is dropped."""
+    text = line.strip()
+    fields: dict[str, str]
+    if text.startswith("{"):
+        try:
+            obj = json.loads(text)
+        except ValueError:
+            return None
+        fields = (
+            {str(k): "" if v is None else str(v) for k, v in obj.items()} if isinstance(obj, dict) else {}
+        )
+    else:
+        fields = {k: v.strip('"') for k, v in _SCALER_FIELD.findall(text)}
     ts = fields.get("ts")
     if ts is None:
         return None
-    at = dt.datetime.fromisoformat(ts.replace("Z", "+00:00"))
+    try:
+        at = dt.datetime.fromisoformat(ts.replace("Z", "+00:00"))
+    except ValueError:
+        return None
     estimate = fields.get("estimate_rps", "").rstrip("+")
     desired = fields.get("desired", "")
+    backlog = fields.get("backlog_requests", "")
     return ScalerPoll(
         unix_ms=round(at.timestamp() * 1000),
         estimate_rps=float(estimate) if _number(estimate) else None,
         desired=int(desired) if desired.isdigit() else None,
         decision=fields.get("decision", ""),
+        backlog_requests=float(backlog) if _number(backlog) else 0.0,
     )
 
 
@@ -400,13 +421,31 @@ def prometheus_series(run: Run) -> list[Series]:
 
 
 def scaler_series(run: Run) -> list[Series]:
-    """croft scale's estimate of the request rate (scaler.log), croft arm only."""
-    polls = [(p.unix_ms, p.estimate_rps) for p in run.scaler if p.estimate_rps is not None]
+    """croft scale's estimate of the request rate and the backlog it measured (scaler.log), croft
+    arm only; the backlog only when some poll measured one."""
+    polls = [p for p in run.scaler if p.estimate_rps is not None]
     if not polls:
         return []
-    return [
-        _series(run, "croft scale estimate", "scaler", "req/s", ((t, v) for t, v in polls if v is not None))
+    out = [
+        _series(
+            run,
+            "croft scale estimate",
+            "scaler",
+            "req/s",
+            ((p.unix_ms, p.estimate_rps or 0.0) for p in polls),
+        )
     ]
+    if any(p.backlog_requests > 0 for p in polls):
+        out.append(
+            _series(
+                run,
+                "croft scale backlog",
+                "scaler",
+                "requests",
+                ((p.unix_ms, p.backlog_requests) for p in polls),
+            )
+        )
+    return out
 
 
 def all_series(run: Run) -> list[Series]:
