@@ -1,13 +1,17 @@
 """What croft's eBPF programs cost the processes they watch, against bcc's own syscount-bpfcc.
 
-A syscall-heavy loop (getppid, the cheapest syscall; a small C program compiled here, or os.getppid
-in Python without a compiler) is timed bare, under croft's programs (loaded by BccKernelSource and
-drained every 2 s, as croft run does), and under `syscount-bpfcc -i 2`, interleaved round by round
-in one run. Then croft's own CPU per 2 s poll on this (idle) host, side by side with syscount's.
+Two workloads, each a small C program compiled here: a syscall-heavy loop (getppid, the cheapest
+syscall; os.getppid in Python without a compiler) and a context-switch-heavy one (two processes
+passing a byte back and forth over pipes: two switches and four syscalls a round trip). Each is
+timed bare, under croft's programs (loaded by BccKernelSource and drained every 2 s, as croft run
+does) with and without bpf/oncpu.c (the sched_switch program that tells the poll which processes
+ran), and under `syscount-bpfcc -i 2`, interleaved round by round in one run. Then croft's own CPU
+per 2 s poll on this (idle) host, side by side with syscount's.
 
-    sudo .venv/bin/python benchmarks/ebpf_overhead.py [--rounds 5] [--calls 3000000]
+    sudo .venv/bin/python benchmarks/ebpf_overhead.py [--rounds 5] [--calls 3000000] [--trips 200000]
 
-Goals: croft's slowdown no worse than syscount's (ratio <= 1.0); croft's CPU < 1 % of a core.
+Goals: croft's slowdown no worse than syscount's (ratio <= 1.0) on both workloads; croft's CPU
+< 1 % of a core.
 Needs root, BCC and kernel headers (scripts/setup-bpf.sh).
 """
 
@@ -55,7 +59,7 @@ POLLER = (
     "import os, sys, time\n"
     "from croft.adapters.host.bcc_source import BccKernelSource\n"
     "from croft.domain.collector.kernel import KernelSelection\n"
-    "source = BccKernelSource()\n"
+    "source = BccKernelSource(oncpu=sys.argv[1] == 'oncpu')\n"
     "source.select(KernelSelection(tgids=frozenset({os.getppid()})))\n"
     "print('loaded', flush=True)\n"
     "deadline = time.monotonic()\n"
@@ -63,7 +67,52 @@ POLLER = (
     "    deadline += 2.0\n"
     "    time.sleep(max(0.0, deadline - time.monotonic()))\n"
     "    source.read()\n"
+    "    source.activity()\n"
 )
+PINGPONG_C = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    long trips = atol(argv[1]);
+    int there[2], back[2];
+    char byte = 0;
+    if (pipe(there) || pipe(back)) return 1;
+    if (fork() == 0) {
+        for (long i = 0; i < trips; i++) {
+            if (read(there[0], &byte, 1) != 1 || write(back[1], &byte, 1) != 1) return 1;
+        }
+        return 0;
+    }
+    struct timespec start, end;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (long i = 0; i < trips; i++) {
+        if (write(there[1], &byte, 1) != 1 || read(back[0], &byte, 1) != 1) return 1;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &end);
+    printf("%.2f\n", ((end.tv_sec - start.tv_sec) * 1e9 + (end.tv_nsec - start.tv_nsec)) / trips);
+    return 0;
+}
+"""
+
+
+LABELS = (
+    ("bare", "bare"),
+    ("croft", "croft (2 s drains)"),
+    ("croft-no-oncpu", "croft without oncpu"),
+    ("syscount", "syscount-bpfcc -i 2"),
+)
+
+
+def pingpong_command(workdir: Path, trips: int) -> list[str] | None:
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        return None
+    source, binary = workdir / "pingpong.c", workdir / "pingpong"
+    source.write_text(PINGPONG_C)
+    subprocess.run([compiler, "-O2", "-o", str(binary), str(source)], check=True)
+    return [str(binary), str(trips)]
 
 
 def loop_command(workdir: Path, calls: int) -> tuple[list[str], str]:
@@ -145,6 +194,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--calls", type=int, default=3_000_000)
+    parser.add_argument("--trips", type=int, default=200_000)
     parser.add_argument("--idle-seconds", type=float, default=20.0)
     args = parser.parse_args()
     if os.geteuid() != 0:
@@ -154,38 +204,60 @@ def main() -> int:
     if syscount is None:
         print("ebpf_overhead: syscount-bpfcc missing: run scripts/setup-bpf.sh; skipped")
         return 0
-    croft = Tool("croft", [sys.executable, "-c", POLLER], "loaded")
+    croft = Tool("croft", [sys.executable, "-c", POLLER, "oncpu"], "loaded")
+    plain = Tool("croft without oncpu", [sys.executable, "-c", POLLER, "no-oncpu"], "loaded")
     bcc = Tool("syscount-bpfcc", [syscount, "-i", str(int(POLL_S))], "Tracing")
+    keys = ("bare", "croft", "croft-no-oncpu", "syscount")
     with tempfile.TemporaryDirectory(prefix="croft-bench-") as workdir:
         loop, what = loop_command(Path(workdir), args.calls)
-        print(f"eBPF overhead: {what}, {args.calls:,} calls a run, best of 3 runs, {args.rounds} rounds")
-        times: dict[str, list[float]] = {"bare": [], "croft": [], "syscount": []}
+        pingpong = pingpong_command(Path(workdir), args.trips)
+        workloads = {"syscalls": loop, **({"switches": pingpong} if pingpong else {})}
+        print(
+            f"eBPF overhead: {what}, {args.calls:,} calls a run; pipe ping-pong, {args.trips:,} round trips "
+            f"a run; best of 3 runs, {args.rounds} rounds; load average {os.getloadavg()[0]:.2f} on "
+            f"{os.cpu_count()} cores"
+        )
+        times: dict[str, dict[str, list[float]]] = {w: {key: [] for key in keys} for w in workloads}
         for round_number in range(1, args.rounds + 1):
-            times["bare"].append(time_loop(loop))
-            tools = [("croft", croft), ("syscount", bcc)]
-            for key, tool in tools if round_number % 2 else tools[::-1]:  # neither always goes first
+            for workload, command in workloads.items():
+                times[workload]["bare"].append(time_loop(command))
+            tools = [("croft", croft), ("croft-no-oncpu", plain), ("syscount", bcc)]
+            for key, tool in tools if round_number % 2 else tools[::-1]:  # none always goes first
                 tool.start()
                 try:
-                    times[key].append(time_loop(loop))
+                    for workload, command in workloads.items():
+                        times[workload][key].append(time_loop(command))
                 finally:
                     tool.stop()
-            print(
-                f"  round {round_number}: "
-                + "  ".join(f"{key} {values[-1]:6.1f} ns/call" for key, values in times.items())
+            for workload in workloads:
+                print(
+                    f"  round {round_number} {workload:9}: "
+                    + "  ".join(f"{key} {values[-1]:7.1f} ns" for key, values in times[workload].items())
+                )
+    for workload, unit in (("syscalls", "ns/call"), ("switches", "ns/trip")):
+        if workload not in times:
+            print("switches: no C compiler, the context-switch workload was not run")
+            continue
+        # The best round of each: the one the rest of the host disturbed least.
+        best = {key: min(times[workload][key]) for key in keys}
+        bare = best["bare"]
+        print(f"{workload:22}{unit:>10}{'added ns':>10}{'slowdown':>10}")
+        for key, label in LABELS:
+            print(f"{label:22}{best[key]:10.1f}{best[key] - bare:10.1f}{best[key] / bare:9.2f}x")
+        syscount_slowdown = best["syscount"] / bare
+        for key in ("croft", "croft-no-oncpu"):
+            paired = statistics.median(
+                c / s for c, s in zip(times[workload][key], times[workload]["syscount"], strict=True)
             )
-    # The best round of each: the one the rest of the host disturbed least.
-    bare, croft_ns, syscount_ns = (min(times[key]) for key in ("bare", "croft", "syscount"))
-    croft_slowdown, syscount_slowdown = croft_ns / bare, syscount_ns / bare
-    paired = statistics.median(c / s for c, s in zip(times["croft"], times["syscount"], strict=True))
-    print(f"{'best of the rounds':22}{'ns/call':>10}{'added ns':>10}{'slowdown':>10}")
-    print(f"{'bare':22}{bare:10.1f}{0.0:10.1f}{1.0:9.2f}x")
-    print(f"{'croft (2 s drains)':22}{croft_ns:10.1f}{croft_ns - bare:10.1f}{croft_slowdown:9.2f}x")
-    print(f"{'syscount-bpfcc -i 2':22}{syscount_ns:10.1f}{syscount_ns - bare:10.1f}{syscount_slowdown:9.2f}x")
-    print(
-        f"croft/syscount: slowdown ratio {croft_slowdown / syscount_slowdown:.2f} (goal <= 1.0), "
-        f"added-time ratio {(croft_ns - bare) / max(syscount_ns - bare, 1e-9):.2f}; "
-        f"median of the rounds' croft/syscount time ratios {paired:.2f}"
-    )
+            added = best["syscount"] - bare
+            added_ratio = (
+                f"{(best[key] - bare) / added:.2f}" if added > 0 else "n/a (syscount's is within noise)"
+            )
+            print(
+                f"{workload}: {key}/syscount slowdown ratio {best[key] / bare / syscount_slowdown:.2f} "
+                f"(goal <= 1.0), added-time ratio {added_ratio}; median of the rounds' time ratios "
+                f"{paired:.2f}"
+            )
     croft_cpu = idle_cpu(croft, args.idle_seconds)
     syscount_cpu = idle_cpu(bcc, args.idle_seconds)
     print(

@@ -42,6 +42,8 @@ def _root() -> None:
 
 def programs_with(tmp_path: Path, syscalls_c: str) -> Path:
     shutil.copy(program_dir() / "net.c", tmp_path / "net.c")
+    shutil.copy(program_dir() / "oncpu.c", tmp_path / "oncpu.c")
+    shutil.copy(program_dir() / "ingress.c", tmp_path / "ingress.c")
     (tmp_path / "syscalls.c").write_text(syscalls_c)
     return tmp_path
 

@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_programs_are_package_data_and_the_repositorys_bpf_dir() -> None:
     directory = program_dir()
-    assert sorted(p.name for p in directory.glob("*.c")) == ["ingress.c", "net.c", "syscalls.c"]
+    assert sorted(p.name for p in directory.glob("*.c")) == ["ingress.c", "net.c", "oncpu.c", "syscalls.c"]
     assert (REPO / "bpf").resolve() == directory.resolve()
 
 
@@ -29,7 +29,16 @@ def test_program_text_concatenates_the_named_programs_only() -> None:
 
 def test_map_sizes_reach_the_programs_as_defines() -> None:
     sizes = MapSizes(
-        syscalls=10, overflow=11, ioctls=20, net=30, endpoints=35, tgids=40, cgroup_roots=50, verdicts=60
+        syscalls=10,
+        overflow=11,
+        ioctls=20,
+        net=30,
+        endpoints=35,
+        tgids=40,
+        cgroup_roots=50,
+        verdicts=60,
+        ran=70,
+        moved=80,
     )
     flags = sizes.cflags()
     assert flags == (
@@ -41,8 +50,10 @@ def test_map_sizes_reach_the_programs_as_defines() -> None:
         "-DCROFT_TGID_ENTRIES=40",
         "-DCROFT_CGROUP_ROOTS=50",
         "-DCROFT_VERDICT_ENTRIES=60",
+        "-DCROFT_RAN_ENTRIES=70",
+        "-DCROFT_MOVED_ENTRIES=80",
     )
-    text = program_text(program_dir(), ("syscalls", "net", "ingress"))
+    text = program_text(program_dir(), ("oncpu", "syscalls", "net", "ingress"))
     for flag in flags:
         assert f"#ifndef {flag[2:].split('=')[0]}" in text
 

@@ -9,6 +9,7 @@ import stat
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -29,7 +30,7 @@ from croft.adapters.http.server import HttpServer, Response
 from croft.app.collector import Pipeline, PollObserver
 from croft.app.metrics_publisher import MetricsPublisher
 from croft.domain.collector.frameworks import Catalog, CatalogError, Matcher, parse_catalog
-from croft.domain.collector.kernel import GpuHolderSource, KernelSource
+from croft.domain.collector.kernel import GpuHolderSource
 from croft.domain.collector.rows import CollectorConfig
 from croft.domain.collector.selection import parse_watch
 from croft.domain.collector.silence import unmatched_watch
@@ -37,6 +38,9 @@ from croft.domain.collector.snapshot import Poll
 from croft.domain.collector.trace import TraceError
 from croft.domain.dataset.rotation import Limits
 from croft.errors import UserError
+
+if TYPE_CHECKING:
+    from croft.adapters.host.bcc_source import BccKernelSource
 
 log = logging.getLogger("croft.run")
 
@@ -166,7 +170,7 @@ def build_http_server(address: str, dataset: Path | None = None) -> tuple[HttpSe
     return server, metrics
 
 
-def _kernel_source(verbose: bool) -> KernelSource:
+def _kernel_source(verbose: bool) -> BccKernelSource:
     """croft's eBPF programs. Failing to load them (no BCC, no headers, not root, a verifier
     rejection) is a `UserError` naming the cause and the fix: croft run exits 1."""
     from croft.adapters.host.bcc_source import BccKernelSource
@@ -206,13 +210,15 @@ def build_live(
         log.warning("%s", unmatched_watch(watch, mount))
     if cgroupfs.layout == "none":
         log.warning("no cgroups under %s: cgroup_usage will be zeros", settings.cgroup_root)
+    kernel = _kernel_source(settings.verbose)
     source = LiveSource(
         procfs,
         cgroupfs,
-        _kernel_source(settings.verbose),
+        kernel,
         _gpu_source(),
         parse_watch(settings.watch),
         NetnsFS(settings.proc_root),
+        activity=kernel,
     )
     return pipeline, source, SystemClock()
 

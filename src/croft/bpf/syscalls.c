@@ -168,10 +168,14 @@ RAW_TRACEPOINT_PROBE(sys_enter) {
 }
 
 // A new process (not a thread) of a marked process is marked with the same origin. The tracepoint
-// fires in the parent, in copy_process; `pid` is the child's (for a process, its tgid).
+// fires in the parent, in copy_process; `pid` is the child's (for a process, its tgid). With
+// bpf/oncpu.c (which then comes first in the module), every new process is also noted as started.
 TRACEPOINT_PROBE(task, task_newtask) {
     if (args->clone_flags & CROFT_CLONE_THREAD)
         return 0;
+#ifdef CROFT_ONCPU
+    mark_started((u32)args->pid);
+#endif
     u32 parent = bpf_get_current_pid_tgid() >> 32;
     u32 *origin = watched_tgids.lookup(&parent);
     if (!origin)

@@ -25,7 +25,7 @@ import attrs
 from croft.adapters.host import bcc_loader
 from croft.adapters.host.syscall_table import SyscallNames, syscall_table_paths
 from croft.domain.collector.ingress import endpoint_address
-from croft.domain.collector.kernel import EndpointCounts, GpuIoctls, KernelSample, KernelSelection
+from croft.domain.collector.kernel import Activity, EndpointCounts, GpuIoctls, KernelSample, KernelSelection
 from croft.errors import UserError
 
 log = logging.getLogger("croft.bcc")
@@ -36,6 +36,13 @@ log = logging.getLogger("croft.bcc")
 DEFAULT_GPU_DEVICES = ("/dev/nvidia*", "/dev/dri/renderD*", "/dev/kfd", "/dev/accel/accel*")
 
 NET_RX, NET_TX = 0, 1
+# What bpf/oncpu.c attaches to (the activity filter of procfs reads).
+ONCPU_TRACEPOINTS = (
+    ("sched", "sched_switch"),
+    ("timer", "hrtimer_expire_entry"),
+    ("sched", "sched_process_free"),
+    ("cgroup", "cgroup_attach_task"),
+)
 # Slots of syscalls_dropped (bpf/syscalls.c): lost syscall counts, lost ioctl counts, lost marks of
 # new processes, counts kept only per group (syscall_overflow).
 DROP_SLOTS, SPILLED_SLOT = (0, 1, 2), 3
@@ -58,6 +65,8 @@ class MapSizes:
     net: int = 16384  # (tgid, direction) pairs that moved socket bytes in one poll
     endpoints: int = 16384  # local TCP (address, port) pairs that received data or a handshake in one poll
     tgids: int = 65536  # processes marked by tgid (watched through cgroup v1, GPU holders, their children)
+    ran: int = 65536  # processes that ran or were forked in one poll (bpf/oncpu.c)
+    moved: int = 16384  # pids moved to another cgroup, started or freed in one poll (each)
     cgroup_roots: int = 4096  # cgroup-v2 directories the --watch prefixes match
     verdicts: int = 16384  # cgroup ids whose verdict is cached (LRU)
 
@@ -71,6 +80,8 @@ class MapSizes:
             f"-DCROFT_TGID_ENTRIES={self.tgids}",
             f"-DCROFT_CGROUP_ROOTS={self.cgroup_roots}",
             f"-DCROFT_VERDICT_ENTRIES={self.verdicts}",
+            f"-DCROFT_RAN_ENTRIES={self.ran}",
+            f"-DCROFT_MOVED_ENTRIES={self.moved}",
         )
 
 
@@ -99,6 +110,7 @@ class BccKernelSource:
         programs: Path | None = None,
         modules_root: Path = Path("/lib/modules"),
         verbose: bool = False,
+        oncpu: bool = True,
     ) -> None:
         release = os.uname().release
         bcc_loader.check_can_load(release, modules_root)
@@ -127,13 +139,22 @@ class BccKernelSource:
                 "no tcp:tcp_probe/sock:inet_sock_set_state tracepoints (tracefs mounted?): ingress has no "
                 "tcp_data_segments_s/tcp_connections_s"
             )
+        self.has_oncpu = oncpu and all(bcc_loader.has_tracepoint(*event) for event in ONCPU_TRACEPOINTS)
+        if oncpu and not self.has_oncpu:
+            log.warning(
+                "no %s tracepoints (tracefs mounted, a high-resolution timer kernel): every watched "
+                "process is read from procfs every poll",
+                ", ".join(f"{c}:{e}" for c, e in ONCPU_TRACEPOINTS),
+            )
         directory = programs if programs is not None else bcc_loader.program_dir()
-        stems = ("syscalls", "net") if self.has_net else ("syscalls",)
+        stems: tuple[str, ...] = ("syscalls", "net") if self.has_net else ("syscalls",)
         if self.has_ingress:
             stems = (*stems, "ingress")
+        if self.has_oncpu:
+            stems = ("oncpu", *stems)  # syscalls.c's task_newtask probe marks `started` (CROFT_ONCPU)
         self._bpf: Any = bcc_loader.load(
             bcc_loader.program_text(directory, stems),
-            sizes.cflags(),
+            (*sizes.cflags(), *(("-DCROFT_ONCPU",) if self.has_oncpu else ())),
             source=directory,
             release=release,
             verbose=verbose,
@@ -155,6 +176,13 @@ class BccKernelSource:
             self._dropped_tables.append(self._bpf[b"ingress_dropped"])
         self._dropped_before = 0
         self._spilled_before = 0
+        if self.has_oncpu:
+            self._drain_ran = bcc_loader.Drain(self._bpf[b"ran_ns"])
+            self._drain_moved = bcc_loader.Drain(self._bpf[b"moved"])
+            self._drain_started = bcc_loader.Drain(self._bpf[b"started"])
+            self._drain_freed = bcc_loader.Drain(self._bpf[b"freed"])
+            self._oncpu_dropped = self._bpf[b"oncpu_dropped"]
+            self._oncpu_dropped_before = 0
         log.debug("eBPF programs loaded from %s; syscall names from %s", directory, names.source)
 
     def read(self) -> KernelSample:
@@ -216,6 +244,28 @@ class BccKernelSource:
             totals[where] = (segments + int(value.data_segments), connections + int(value.connections))
         return tuple(EndpointCounts(a, p, s, c) for (a, p), (s, c) in sorted(totals.items()))
 
+    def activity(self) -> Activity | None:
+        """Which tgids ran, which pids moved cgroup, were started or freed since the previous call,
+        from bpf/oncpu.c; None without it, or when a full map lost some since the previous call."""
+        if not self.has_oncpu:
+            return None
+        ran, _ = self._drain_ran.raw()
+        moved, _ = self._drain_moved.raw()
+        started, _ = self._drain_started.raw()
+        freed, _ = self._drain_freed.raw()
+        dropped = bcc_loader.per_cpu_total(self._oncpu_dropped)
+        lost, self._oncpu_dropped_before = dropped - self._oncpu_dropped_before, dropped
+        if lost:
+            log.warning("%d updates of the on-CPU maps were lost this poll: every process is read", lost)
+            return None
+        return Activity(
+            ran=frozenset(_u32s(ran)),
+            moved=frozenset(_u32s(moved)),
+            started=frozenset(_u32s(started)),
+            freed=frozenset(_u32s(freed)),
+            tracks_pids=True,
+        )
+
     def select(self, selection: KernelSelection) -> None:
         """Make the kernel count `selection` from now on. Cgroup roots are added and removed by
         difference, then the verdict cache's generation is bumped; marked tgids are added (each its
@@ -267,3 +317,7 @@ class BccKernelSource:
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+def _u32s(packed: bytes) -> tuple[int, ...]:
+    return struct.unpack(f"={len(packed) // 4}I", packed)

@@ -11,6 +11,7 @@ from croft.adapters.host.netns import NetnsFS
 from croft.adapters.host.procfs import ProcFS
 from croft.domain.collector.kernel import (
     GROUP_ORIGIN,
+    ActivitySource,
     GpuHolders,
     GpuHolderSource,
     KernelSample,
@@ -41,7 +42,8 @@ class LiveSource:
     counts of processes procfs did not read (exited, or spilled without a tgid) are handed on as
     `Poll.unread`, by the membership of the process when a previous poll read it, else of the
     group the kernel counted them in. With `netns`, the network namespaces of the processes read
-    (`Poll.netns`, the offered-load signals)."""
+    (`Poll.netns`, the offered-load signals). With `activity` (bpf/oncpu.c), procfs reads only the
+    processes that ran or moved since the previous poll (`ProcFS.scan`)."""
 
     def __init__(
         self,
@@ -51,6 +53,7 @@ class LiveSource:
         gpu: GpuHolderSource,
         watch: tuple[str, ...],
         netns: NetnsFS | None = None,
+        activity: ActivitySource | None = None,
     ) -> None:
         self._procfs = procfs
         self._netns = netns
@@ -58,6 +61,7 @@ class LiveSource:
         self._kernel = kernel
         self._gpu = gpu
         self._watch = watch
+        self._activity = activity
         self._memberships: dict[int, CgroupMembership] = {}
         self._roots: dict[int, str] = {}
         self._cgroup_paths: dict[int, str] = {}
@@ -85,17 +89,18 @@ class LiveSource:
         gpu_tgids = set(kernel.gpu_ioctls) | set(gpu.memory_bytes)
         watch = self._watch
 
-        verdicts: dict[CgroupMembership, bool] = {}
+        verdicts: dict[int, bool] = {}  # by id(): procfs shares one membership object per cgroup
 
         def wanted(tgid: int, membership: CgroupMembership) -> bool:
             if tgid in gpu_tgids:
                 return True
-            verdict = verdicts.get(membership)
+            verdict = verdicts.get(id(membership))
             if verdict is None:
-                verdict = verdicts[membership] = worth_reading(tgid, membership, watch, gpu_tgids)
+                verdict = verdicts[id(membership)] = worth_reading(tgid, membership, watch, gpu_tgids)
             return verdict
 
-        processes, dropped = self._procfs.scan(wanted)
+        activity = self._activity.activity() if self._activity is not None else None
+        processes, dropped = self._procfs.scan(wanted, activity)
         memberships = {p.tgid: p.cgroups for p in processes}
         unread = self._unread(kernel, memberships)
         self._memberships = memberships

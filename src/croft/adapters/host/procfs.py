@@ -8,8 +8,19 @@ pid + start time is cached: exe, cwd, cmdline and cgroup membership are re-read 
 re-read when the virtual size changed, at most every `maps_every` polls. A single-threaded process
 whose `stat` and `schedstat` are byte for byte what they were is known not to have run since the
 last poll (schedstat counts every time slice it got), so its previous sample is returned as it was,
-without reading `status` and `io` again. A pid that exits between
-listing and reading, or whose file is torn, is dropped for that poll and counted, never an error.
+without reading `status` and `io` again.
+
+Given the kernel's `Activity` (bpf/oncpu.c: which tgids ran or were forked, which pids were moved to
+another cgroup since the previous poll), a process known from an earlier poll that did neither is
+not read at all: its previous sample is returned as it was. Everything procfs says of it can only
+change by it running (counters, threads, exe, cwd, cmdline, GPU files) or by a move (cgroups), but
+its memory: the kernel can reclaim or swap out pages of a sleeping process. So every such process is
+still checked once every `verify_every` polls (by pid, spread evenly over the polls): its `stat` is
+read, and the process read in full when that changed. When the kernel also reports the processes
+started and reaped, /proc is listed only once every `verify_every` polls; between listings the
+list is kept from those reports (a reaped pid is reported a moment after its /proc entry goes, so
+a process can be listed one poll after it was reaped, its last sample unchanged). A pid that exits
+between listing and reading, or whose file is torn, is dropped for that poll and counted, never an error.
 
 Paths are plain strings joined by hand: this runs for thousands of pids every 2 s.
 """
@@ -23,6 +34,7 @@ from pathlib import Path
 import attrs
 
 from croft.domain.collector.cgroupns import host_membership
+from croft.domain.collector.kernel import Activity
 from croft.domain.collector.procparse import (
     Stat,
     Unparsable,
@@ -39,6 +51,13 @@ from croft.domain.collector.snapshot import CgroupMembership, ProcessSample
 Wanted = Callable[[int, CgroupMembership], bool]
 
 _GONE = (FileNotFoundError, ProcessLookupError)
+
+
+class _Read:
+    """The marker `ProcFS._kept` returns for a process that must be read."""
+
+
+_READ = _Read()
 
 
 def read_bytes(path: str) -> bytes:
@@ -98,6 +117,7 @@ class ProcFS:
         gpu_device_prefixes: tuple[str, ...] = (),
         refresh_every: int = 15,
         maps_every: int = 5,
+        verify_every: int = 15,
         cgroup_namespace_root: str | None = None,
     ) -> None:
         self._root = str(root)
@@ -105,11 +125,13 @@ class ProcFS:
         self._gpu_prefixes = gpu_device_prefixes
         self._refresh_every = refresh_every
         self._maps_every = maps_every
+        self._verify_every = verify_every
         self._page_size = os.sysconf("SC_PAGE_SIZE")
         self._static: dict[int, _Static] = {}
         self._maps: dict[int, _Maps] = {}
         self._unchanged: dict[int, tuple[bytes, Stat, bytes, ProcessSample | None]] = {}
         self._memberships: dict[bytes, CgroupMembership] = {}
+        self._known: set[int] = set()
         self._poll = 0
 
     @property
@@ -121,16 +143,25 @@ class ProcFS:
         """The process ids listed now, ascending."""
         return sorted(int(name) for name in os.listdir(self._root) if name.isdigit())  # noqa: PTH208
 
-    def scan(self, wanted: Wanted) -> tuple[tuple[ProcessSample, ...], int]:
+    def scan(self, wanted: Wanted, activity: Activity | None = None) -> tuple[tuple[ProcessSample, ...], int]:
         """Samples of the processes `wanted(tgid, membership)` selects (or that hold a GPU device
-        open), and how many pids were dropped because they vanished or were torn mid-read."""
+        open), and how many pids were dropped because they vanished or were torn mid-read. With
+        `activity`, processes that neither ran nor moved are not read (see the module docstring)."""
         self._poll += 1
         samples: list[ProcessSample] = []
         dropped = 0
-        listed = self.pids()
+        listed = self._listed(activity)
+        ran: frozenset[int] | None = None if activity is None else activity.ran
+        moved: frozenset[int] = frozenset() if activity is None else activity.moved
         for pid in listed:
+            if ran is not None and pid not in ran and pid not in moved:
+                kept = self._kept(pid, wanted)
+                if not isinstance(kept, _Read):
+                    if kept is not None:
+                        samples.append(kept)
+                    continue
             try:
-                sample = self._sample(pid, wanted)
+                sample = self._sample(pid, wanted, pid in moved)
             except (Unparsable, *_GONE):
                 dropped += 1
                 continue
@@ -139,6 +170,26 @@ class ProcFS:
         self._forget_all_but(listed)
         return tuple(samples), dropped
 
+    def _listed(self, activity: Activity | None) -> list[int]:
+        """The pids of this poll: /proc listed, or (with an `activity` that tracks pids, between the
+        listings every `verify_every` polls) the previous ones without the freed, with the started
+        and with any that ran and was unknown, each checked to exist."""
+        if (
+            activity is None
+            or not activity.tracks_pids
+            or not self._known
+            or self._poll % self._verify_every == 0
+        ):
+            listed = self.pids()
+            self._known = set(listed)
+            return listed
+        known = self._known
+        known.difference_update(activity.freed)
+        for pid in activity.started | activity.ran:
+            if pid not in known and os.path.isdir(f"{self._root}/{pid}"):  # noqa: PTH112
+                known.add(pid)
+        return sorted(known)
+
     def _forget_all_but(self, listed: list[int]) -> None:
         if len(self._static) > len(listed):
             alive = set(listed)
@@ -146,7 +197,28 @@ class ProcFS:
             self._maps = {pid: m for pid, m in self._maps.items() if pid in alive}
             self._unchanged = {pid: u for pid, u in self._unchanged.items() if pid in alive}
 
-    def _sample(self, pid: int, wanted: Wanted) -> ProcessSample | None:
+    def _kept(self, pid: int, wanted: Wanted) -> ProcessSample | _Read | None:
+        """For a process that did not run or move: what the previous poll found, or `_READ` when it
+        must be read (first seen, newly worth reading, or due for its check and its `stat` changed:
+        memory reclaimed while it slept)."""
+        known = self._unchanged.get(pid)
+        if known is None:
+            return _READ
+        if (pid + self._poll) % self._verify_every == 0:
+            try:
+                if read_bytes(f"{self._root}/{pid}/stat") != known[0]:
+                    return _READ
+            except _GONE:
+                return _READ  # gone: the read drops and counts it
+        sample = known[3]
+        static = self._static[pid]
+        if sample is None:
+            return None if not wanted(pid, static.cgroups) else _READ
+        if sample.gpu_device_fds == 0 and not wanted(pid, static.cgroups):
+            return None
+        return sample
+
+    def _sample(self, pid: int, wanted: Wanted, moved: bool = False) -> ProcessSample | None:
         base = f"{self._root}/{pid}/"
         stat_bytes = read_bytes(base + "stat")
         last = self._unchanged.get(pid)
@@ -154,6 +226,7 @@ class ProcFS:
         static = self._static.get(pid)
         if (
             static is None
+            or moved
             or static.start_ticks != stat.start_ticks
             or self._poll - static.read_at_poll >= self._refresh_every
         ):

@@ -115,10 +115,11 @@ def membership_container_id(membership: CgroupMembership) -> str | None:
     return None if naming is None else naming[1]
 
 
+@functools.lru_cache(maxsize=8192)
 def row_cgroup(membership: CgroupMembership) -> str:
     """The one cgroup a row names, and the one its `cgroup_usage` numbers come from: the path that
     names the process's container; else the v2 path unless it is the root '/'; else the first
-    non-root path in preference order; else '/'."""
+    non-root path in preference order; else '/'. Cached, as `_naming`."""
     naming = _naming(membership)
     if naming is not None:
         return naming[0]

@@ -67,6 +67,27 @@ class KernelSample:
 
 
 @attrs.frozen
+class Activity:
+    """What the kernel saw since the previous poll (bpf/oncpu.c): `ran`, the tgids that were on a
+    CPU; `moved`, the pids moved to another cgroup. A process in neither has not changed what procfs
+    says of it but its memory (see `croft.adapters.host.procfs`). With `tracks_pids`, `started`
+    holds every process started and `freed` every pid reaped (threads' too), so the list of
+    processes can be kept without listing /proc."""
+
+    ran: frozenset[int]
+    moved: frozenset[int] = frozenset()
+    started: frozenset[int] = frozenset()
+    freed: frozenset[int] = frozenset()
+    tracks_pids: bool = False
+
+
+class ActivitySource(Protocol):
+    def activity(self) -> Activity | None:
+        """Since the previous call; None when the kernel may have missed some (read everything)."""
+        ...
+
+
+@attrs.frozen
 class KernelSelection:
     """What the eBPF programs count syscalls of: processes in the cgroup-v2 cgroups `cgroup_ids`
     and their descendants, and processes marked by tgid in `tgids` (and every process they start

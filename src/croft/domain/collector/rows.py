@@ -21,6 +21,7 @@ anything arrived or waits in its namespace.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping
 
 import attrs
@@ -33,6 +34,8 @@ from croft.domain.collector.rates import NS_PER_S, PER_S_DIGITS, CgroupRates, Pr
 from croft.domain.collector.selection import IDLE_EVERY, due, watched
 from croft.domain.collector.snapshot import CgroupMembership, CgroupSample, Poll, ProcessSample
 from croft.domain.dataset import CgroupUsage, Ingress, Process, Row, ShortLived, SyscallRate, Usage
+
+_tgid = operator.attrgetter("tgid")
 
 GroupKey = tuple[str, str]
 """(container id, "") for a container, ("", cgroup path) for a watched host cgroup."""
@@ -89,31 +92,44 @@ def rows(
     watched_memo: dict[CgroupMembership, bool] = {}
     active = set(current.kernel.syscalls) | set(current.kernel.gpu_ioctls) | set(current.gpu.memory_bytes)
     no_rate = 0
-    for sample in sorted(current.processes, key=lambda p: p.tgid):
-        known = state.processes.get(sample.tgid)
+    # The cgroup sample, rates and verdict of each membership object (by id(): the processes of one
+    # cgroup share one), so an idle process costs a few lookups (10,000 of them per poll).
+    groups: dict[int, tuple[CgroupSample | None, CgroupRates | None, bool]] = {}
+    known_processes = state.processes
+    idle_every = config.idle_every
+    for sample in sorted(current.processes, key=_tgid):
+        tgid = sample.tgid
+        known = known_processes.get(tgid)
         if known is None or known.start_ticks != sample.start_ticks:
             known = ProcessState(start_ticks=sample.start_ticks)
-        cgroup = cgroups_now.get(sample.cgroups)
-        if sample.cgroups not in cgroup_rates:
-            cgroup_rates[sample.cgroups] = _cgroup_rates(cgroup, cgroups_before, interval_ns)
-            watched_memo[sample.cgroups] = watched(sample.cgroups, config.watch)
-        group_rates = cgroup_rates[sample.cgroups]
-        last = before.get(sample.tgid)
+        membership = sample.cgroups
+        group = groups.get(id(membership))
+        if group is None:
+            if membership not in cgroup_rates:
+                cgroup_rates[membership] = _cgroup_rates(
+                    cgroups_now.get(membership), cgroups_before, interval_ns
+                )
+                watched_memo[membership] = watched(membership, config.watch)
+            group = cgroups_now.get(membership), cgroup_rates[membership], watched_memo[membership]
+            groups[id(membership)] = group
+        cgroup, group_rates, is_watched = group
+        last = before.get(tgid)
         if (
             group_rates is not None
             and last is not None
             and (last is sample or last == sample)
-            and sample.tgid not in active
+            and tgid not in active
             and sample.gpu_device_fds == 0
             and (known.gpu is None or not known.gpu.holding)
             and not (
-                watched_memo[sample.cgroups]
-                and due(True, poll_index, known.last_written_poll, config.idle_every)
+                is_watched
+                # due(idle=True, ...), inlined: this runs for every idle process of every poll
+                and (known.last_written_poll is None or poll_index - known.last_written_poll >= idle_every)
             )
         ):
             # Nothing moved and nothing is due: the full path would write no row and change no
             # state, so skip it (thousands of idle processes per poll).
-            remembered[sample.tgid] = known
+            remembered[tgid] = known
             continue
         rates = ProcessRates.new(sample, last, interval_ns, current.ticks_per_s)
         if rates is None or group_rates is None:

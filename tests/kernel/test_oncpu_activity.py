@@ -1,0 +1,155 @@
+"""The activity filter for real (root, eBPF): bpf/oncpu.c on this kernel says which processes ran or
+moved, and a ProcFS that reads only those returns, for every other process, exactly the sample a
+full read returns. Real processes in a scratch cgroup: idle sleepers, a multi-threaded idle
+process, one that wakes every 50 ms, and one that never leaves the CPU (no sched_switch: only the
+tick marks it)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from croft.adapters.host.bcc_source import BccKernelSource
+from croft.adapters.host.cgroupfs import CgroupFS
+from croft.adapters.host.procfs import ProcFS
+from croft.domain.collector.kernel import Activity
+from croft.domain.collector.snapshot import CgroupMembership, ProcessSample
+from tests.helpers.burst import scratch_cgroup
+
+pytestmark = [pytest.mark.root, pytest.mark.bpf]
+
+THREADED = (
+    "import threading, time\nfor _ in range(4): threading.Thread(target=time.sleep, args=(1000,)).start()\n"
+)
+WAKER = "import time\nwhile True: time.sleep(0.05)\n"
+HOG = "while True: pass\n"
+
+
+@pytest.fixture(scope="module")
+def kernel() -> Iterator[BccKernelSource]:
+    if os.geteuid() != 0:
+        pytest.skip("loading eBPF programs needs root")
+    with BccKernelSource() as loaded:
+        assert loaded.has_oncpu, "this kernel has the tracepoints of bpf/oncpu.c"
+        yield loaded
+
+
+@pytest.fixture
+def unified() -> Path:
+    mount = CgroupFS().unified
+    if mount is None:
+        pytest.skip("no cgroup2 hierarchy on this host")
+    return Path(mount)
+
+
+class Group:
+    """Processes started inside the cgroup `path`; killed at the end."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.children: list[subprocess.Popen[bytes]] = []
+
+    def start(self, *argv: str) -> int:
+        procs = self.path / "cgroup.procs"
+        child = subprocess.Popen(argv, preexec_fn=lambda: procs.write_text(f"{os.getpid()}\n"))
+        self.children.append(child)
+        return child.pid
+
+    def end(self, pids: set[int]) -> None:
+        """Kill and reap the children `pids`."""
+        for child in self.children:
+            if child.pid in pids:
+                child.kill()
+                child.wait(timeout=10)
+
+    def close(self) -> None:
+        for child in self.children:
+            child.kill()
+            child.wait(timeout=10)
+
+
+def by_tgid(samples: tuple[ProcessSample, ...]) -> dict[int, ProcessSample]:
+    return {s.tgid: s for s in samples}
+
+
+def test_a_filtered_scan_returns_what_a_full_scan_reads(kernel: BccKernelSource, unified: Path) -> None:
+    with scratch_cgroup(unified, f"croft-test-oncpu-{os.getpid()}") as path:
+        group = Group(path)
+        try:
+            sleepers = {group.start("sleep", "1000") for _ in range(20)}
+            threaded = group.start(sys.executable, "-c", THREADED)
+            waker = group.start(sys.executable, "-c", WAKER)
+            hog = group.start(sys.executable, "-c", HOG)
+            mine = sleepers | {threaded, waker, hog}
+            time.sleep(1.0)  # every process has started and settled
+
+            def wanted(tgid: int, _: CgroupMembership) -> bool:
+                return tgid in mine
+
+            filtered, full = ProcFS(verify_every=1000), ProcFS()  # filtered lists /proc once
+            marks = kernel.activity()
+            previous: dict[int, ProcessSample] = {}
+            kept_idle = 0
+            hog_ticks = []
+            for _poll in range(8):
+                now = kernel.activity()
+                assert marks is not None and now is not None, "no on-CPU map was full"
+                activity = Activity(ran=marks.ran | now.ran, moved=marks.moved | now.moved)
+                got = by_tgid(filtered.scan(wanted, activity)[0])
+                truth = by_tgid(full.scan(wanted)[0])
+                marks = kernel.activity()  # what ran while the two scans were made
+                assert marks is not None
+                assert got.keys() == truth.keys() == mine
+                assert hog in activity.ran or not previous
+                for pid in mine - activity.ran - marks.ran:
+                    assert got[pid] == truth[pid], f"pid {pid} changed without running"
+                kept_idle += sum(
+                    1 for pid in sleepers & got.keys() if previous and got[pid] is previous.get(pid)
+                )
+                hog_ticks.append(got[hog].cpu_ticks)
+                previous = got
+                if _poll == 3:  # /proc is not listed again: new processes and reaped ones are reported
+                    ended = set(list(sleepers)[:3])
+                    group.end(ended)
+                    started = {group.start("sleep", "1000") for _ in range(3)}
+                    sleepers = (sleepers - ended) | started
+                    mine = (mine - ended) | started
+                time.sleep(0.3)
+            assert kept_idle >= 5 * len(sleepers)  # the sleepers were not read again
+            assert hog_ticks == sorted(hog_ticks) and hog_ticks[-1] > hog_ticks[1]
+        finally:
+            group.close()
+
+
+def test_a_process_moved_to_another_cgroup_is_read_again(kernel: BccKernelSource, unified: Path) -> None:
+    tag = f"croft-test-oncpu-move-{os.getpid()}"
+    with scratch_cgroup(unified, f"{tag}-a") as first, scratch_cgroup(unified, f"{tag}-b") as second:
+        group = Group(first)
+        try:
+            sleeper = group.start("sleep", "1000")
+            time.sleep(0.5)
+            procfs = ProcFS(verify_every=1000)
+
+            def wanted(tgid: int, _: CgroupMembership) -> bool:
+                return tgid == sleeper
+
+            def scan() -> ProcessSample:
+                activity = kernel.activity()
+                assert activity is not None
+                (sample,) = procfs.scan(wanted, activity)[0]
+                return sample
+
+            before = scan()
+            assert before.cgroups.unified == f"/{first.name}"
+            assert scan() is before  # asleep, not moved: not read
+            (second / "cgroup.procs").write_text(f"{sleeper}\n")
+            after = scan()
+            assert after.cgroups.unified == f"/{second.name}"
+        finally:
+            group.close()
