@@ -53,4 +53,7 @@ def test_records_rate_what_was_answered_between_polls() -> None:
     outcomes = [RequestOutcome(s, s, 0.1, "ok") for s in (0.5, 1.0, 2.5, 3.0, 3.5)]
     polls = [(100.0, {"x": 1.0}), (102.0, {"x": 2.0}), (104.0, {"x": 3.0})]
     records = signals.records(polls, outcomes, 100.0, profile)
-    assert [(r.t_s, r.offered_rps, r.served_rps) for r in records] == [(2.0, 4.0, 1.0), (4.0, 4.0, 1.5)]
+    assert [(r.t_s, r.offered_rps, r.served_rps, r.sent_rps) for r in records] == [
+        (2.0, 4.0, 1.0, 1.0),
+        (4.0, 4.0, 1.5, 1.5),
+    ]

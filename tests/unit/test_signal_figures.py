@@ -40,7 +40,7 @@ def test_a_signal_that_counts_arrivals_keeps_its_ratio_and_a_reply_count_falls()
     assert [saturated(polls(), s, 8.0) for s in STEPS] == [False, False, True]
     offered, replies, lagging = result["offered"], result["replies"], result["lagging"]
     assert offered.ratio_below == pytest.approx(1.0) and offered.ratio_above == pytest.approx(1.0)
-    assert offered.cv is None or offered.cv == pytest.approx(0.0, abs=1e-12)
+    assert offered.cv_below == pytest.approx(0.0, abs=1e-12)
     assert offered.delay_s == 2.0  # the first poll after the onset
     assert replies.ratio_below == pytest.approx(2.0)
     assert replies.ratio_above == pytest.approx(2 * CAPACITY / 30)
@@ -50,15 +50,16 @@ def test_a_signal_that_counts_arrivals_keeps_its_ratio_and_a_reply_count_falls()
 
 def test_noise_is_the_coefficient_of_variation_per_poll() -> None:
     (offered,) = figures(polls(noise=0.1), STEPS, ("offered",), 8.0)
-    assert offered.cv == pytest.approx(0.1, rel=0.1)
+    assert offered.cv_below == pytest.approx(0.1, rel=0.1)
+    assert offered.cv_above == pytest.approx(0.1, rel=0.1)
 
 
 @given(st.floats(min_value=0.0, max_value=0.5))
 def test_ratios_are_never_negative_and_the_table_has_a_line_each(noise: float) -> None:
     rows = figures(polls(noise=noise), STEPS, ("offered", "replies", "missing"), 8.0)
     for row in rows:
-        for value in (row.ratio_below, row.ratio_above, row.cv, row.delay_s):
+        for value in (row.ratio_below, row.ratio_above, row.cv_below, row.cv_above, row.delay_s):
             assert value is None or value >= 0
     missing = rows[-1]
-    assert (missing.ratio_below, missing.ratio_above, missing.cv, missing.delay_s) == (None, None, None, None)
+    assert (missing.ratio_below, missing.ratio_above, missing.cv_below, missing.delay_s) == (None,) * 4
     assert len(table(rows).splitlines()) == 4

@@ -141,6 +141,7 @@ def records(
 ) -> list[PollRecord]:
     """Each collector poll as a `PollRecord` over the interval since the poll before it."""
     done = sorted(o.scheduled_s + o.latency_s for o in outcomes if o.outcome == "ok")
+    dispatched = sorted(o.sent_s for o in outcomes)
     out: list[PollRecord] = []
     for (before, _), (at, values) in itertools.pairwise(polls):
         t0, t1 = before - start_unix_s, at - start_unix_s
@@ -148,8 +149,9 @@ def records(
         if interval <= 0:
             continue
         served = sum(1 for d in done if t0 < d <= t1) / interval
+        sent = sum(1 for d in dispatched if t0 < d <= t1) / interval
         offered = profile.rate_at((t0 + t1) / 2)
-        out.append(PollRecord(t_s=t1, offered_rps=offered, served_rps=served, values=values))
+        out.append(PollRecord(t_s=t1, offered_rps=offered, served_rps=served, values=values, sent_rps=sent))
     return out
 
 

@@ -1,12 +1,15 @@
 """How well a load signal tracks offered load: the figures of issue 16's measurement, pure.
 
 A measurement steps one pod's open-loop load through `Step`s and records, at every collector poll,
-each candidate signal's value and what the client saw (`PollRecord`). For each candidate:
+each candidate signal's value and what the client saw (`PollRecord`; its `sent_rps`, the
+requests the client got round to sending, falls below `offered_rps` when the client itself is
+starved of CPU). For each candidate:
 
 - `ratio_below`/`ratio_above`: the signal per offered request/s, over the settled polls of the steps
   the pod kept up with (served >= `KEPT_UP` × offered) and of those it did not (saturated);
-- `cv`: its noise at steady load, the coefficient of variation (sd ÷ mean) of its per-poll values
-  within a settled step, the median over the steps where its mean is above 0;
+- `cv_below`/`cv_above`: its noise at steady load, the coefficient of variation (sd ÷ mean) of its
+  per-poll values within a settled step, the median over the steps (where its mean is above 0) the
+  pod kept up with, and over those it did not;
 - `delay_s`: after the onset of the first saturated step, seconds until it first reached
   `REACHED` of the way from its settled level in the step before to its settled level in this one;
   None when it did not move by `MOVED` of its old level (a signal that saturated has no new level
@@ -48,6 +51,7 @@ class PollRecord:
     offered_rps: float
     served_rps: float
     values: Mapping[str, float]
+    sent_rps: float | None = None
 
 
 @attrs.frozen
@@ -55,7 +59,8 @@ class Figures:
     candidate: str
     ratio_below: float | None
     ratio_above: float | None
-    cv: float | None
+    cv_below: float | None
+    cv_above: float | None
     delay_s: float | None
 
 
@@ -102,7 +107,7 @@ def figures(
     for name in candidates:
         below: list[float] = []
         above: list[float] = []
-        cvs: list[float] = []
+        cvs: dict[bool, list[float]] = {False: [], True: []}
         levels: list[float | None] = []
         for step, verdict in zip(steps, verdicts, strict=True):
             window = [p.values[name] for p in settled(ordered, step, settle_s) if name in p.values]
@@ -110,8 +115,8 @@ def figures(
             if step.offered_rps > 0 and verdict is not None:
                 (above if verdict else below).extend(v / step.offered_rps for v in window)
             cv = _cv(window)
-            if cv is not None:
-                cvs.append(cv)
+            if cv is not None and verdict is not None:
+                cvs[verdict].append(cv)
         delay = None
         if onset is not None and onset > 0:
             delay = _delay(ordered, steps[onset], levels[onset - 1], levels[onset], name)
@@ -120,7 +125,8 @@ def figures(
                 candidate=name,
                 ratio_below=_mean(below),
                 ratio_above=_mean(above),
-                cv=statistics.median(cvs) if cvs else None,
+                cv_below=statistics.median(cvs[False]) if cvs[False] else None,
+                cv_above=statistics.median(cvs[True]) if cvs[True] else None,
                 delay_s=delay,
             )
         )
@@ -145,13 +151,14 @@ def _delay(
 
 
 def table(rows: Sequence[Figures]) -> str:
-    """The figures as an aligned text table (ratios to 3 significant digits, CV in %, delay in s)."""
+    """The figures as an aligned text table (ratios to 3 significant digits, CVs in %, delay in s)."""
 
     def number(value: float | None, fmt: str) -> str:
         return "-" if value is None else format(value, fmt)
 
-    columns = ("per req below", "per req above", "above/below")
-    header = f"{'signal':<24} {columns[0]:>13} {columns[1]:>13} {columns[2]:>11} {'CV':>6} {'delay':>7}"
+    columns = ("per req below", "per req above", "above/below", "CV below", "CV above")
+    header = f"{'signal':<26} {columns[0]:>13} {columns[1]:>13} {columns[2]:>11}"
+    header += f" {columns[3]:>8} {columns[4]:>8} {'delay':>7}"
     lines = [header]
     for row in rows:
         change = (
@@ -159,9 +166,12 @@ def table(rows: Sequence[Figures]) -> str:
             if row.ratio_above is not None and row.ratio_below not in (None, 0.0)
             else None
         )
+        below = None if row.cv_below is None else row.cv_below * 100
+        above = None if row.cv_above is None else row.cv_above * 100
         lines.append(
-            f"{row.candidate:<24} {number(row.ratio_below, '13.3g')} {number(row.ratio_above, '13.3g')} "
-            f"{number(change, '11.2f')} {number(None if row.cv is None else row.cv * 100, '5.1f')}% "
-            f"{number(row.delay_s, '6.1f')}s"
+            f"{row.candidate:<26} {number(row.ratio_below, '13.3g'):>13} "
+            f"{number(row.ratio_above, '13.3g'):>13} "
+            f"{number(change, '11.2f'):>11} {number(below, '7.1f'):>7}% {number(above, '7.1f'):>7}% "
+            f"{number(row.delay_s, '6.1f'):>6}s"
         )
     return "\n".join(lines)
