@@ -33,8 +33,9 @@ def scale(
         Parameter(
             help="what counts requests: syscall (the --syscall rate), or the offered load the kernel "
             "receives, which keeps rising once pods saturate: tcp_data_segments (TCP segments carrying "
-            "data, eBPF; about 1 per small request on keep-alive connections), tcp_connections (handshakes, "
-            "eBPF), tcp_passive_opens, tcp_in_segs, rx_packets, rx_bytes, listen_drops (the pod's network "
+            "data, eBPF; 1 per small request on keep-alive connections: the measured choice), "
+            "tcp_connections (handshakes, eBPF), tcp_passive_opens, tcp_in_segs, rx_packets, rx_bytes, "
+            "listen_drops (the pod's network "
             "namespace counters); --calls-per-request converts it to requests"
         ),
     ] = "syscall",
