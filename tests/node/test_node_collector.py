@@ -2,19 +2,24 @@
 deploy/docker/Dockerfile as a DaemonSet pod, which loads its eBPF programs with the manifest's
 capabilities only and writes rows under /var/lib/croft for the webapp's real pods; the rows carry
 the container ids the API reports, cgroup figures the cgroup's own files give and syscall rates
-that add up to the load sent."""
+that add up to the load sent; its /metrics names each pod as the API does, and croft top lists the
+pods' processes."""
 
 from __future__ import annotations
 
 import http.client
+import json
 import re
 import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+from tests.helpers.cli import CROFT
 from tests.helpers.node import (
+    DATASET_DIR,
     Node,
     container_ids,
     dataset_rows,
@@ -22,6 +27,8 @@ from tests.helpers.node import (
 )
 
 from croft.domain.deploy.manifests import CAPABILITIES_5_11
+from croft.domain.metrics import names
+from croft.domain.metrics.exposition import parse_exposition
 
 pytestmark = [pytest.mark.node, pytest.mark.root, pytest.mark.bpf, pytest.mark.slow]
 
@@ -38,7 +45,7 @@ CPU_MS = 20
 REQUESTS = 300
 
 
-def webapp_deployment(name: str, replicas: int, image: str) -> str:
+def webapp_deployment(name: str, replicas: int, image: str, service_account_token: bool = False) -> str:
     # No readiness probe: a kubelet probe would add sendto calls the test did not send.
     return f"""
 apiVersion: apps/v1
@@ -50,7 +57,7 @@ spec:
   template:
     metadata: {{labels: {{app: {name}}}}}
     spec:
-      automountServiceAccountToken: false
+      automountServiceAccountToken: {str(service_account_token).lower()}
       containers:
       - name: webapp
         image: {image}
@@ -148,6 +155,54 @@ def test_rows_carry_the_container_ids_the_api_reports(
 
     seen = wait_for("rows of both webapp pods", rows_by_pod, 60)
     assert seen == {uid: {cid} for uid, cid in api_ids.items()}
+
+
+def test_metrics_name_each_pod_and_namespace_as_the_api_does_and_top_lists_its_processes(
+    node: Node, collector: dict[str, Any], webapp_image: str, namespace: str
+) -> None:
+    """croft_container_info's pod_uid comes from the cgroup path; pod and namespace are read through
+    a process of the container (its /etc/hostname, its service account's namespace file), with the
+    collector's capabilities only. A pod without a service account token has its name and no
+    namespace, as croft's docs say."""
+    node.apply(webapp_deployment("named", 1, webapp_image, service_account_token=True), namespace)
+    node.apply(webapp_deployment("tokenless", 1, webapp_image), namespace)
+    pods = [*node.wait_ready(namespace, "app=named", 1), *node.wait_ready(namespace, "app=tokenless", 1)]
+    expected = {
+        container_ids(p)["webapp"]: {
+            names.LABEL_POD_UID: p["metadata"]["uid"],
+            names.LABEL_POD: p["metadata"]["name"],
+            names.LABEL_NAMESPACE: namespace if p["metadata"]["labels"]["app"] == "named" else "",
+        }
+        for p in pods
+    }
+    for pod in pods:
+        send_requests(pod["status"]["podIP"], 5)  # a row, so the container is served
+    url = (
+        f"http://{collector['status']['podIP']}:{collector['metadata']['annotations']['prometheus.io/port']}"
+    )
+
+    def info() -> dict[str, dict[str, str]]:
+        body = httpx.get(f"{url}/metrics", timeout=10).text
+        found = {
+            s.label(names.LABEL_CONTAINER_ID): {k: v for k, v in s.labels if k in expected_keys}
+            for s in parse_exposition(body, names=(names.CONTAINER_INFO,))
+        }
+        return found if all(found.get(cid, {}).get(names.LABEL_POD) for cid in expected) else {}
+
+    expected_keys = {names.LABEL_POD_UID, names.LABEL_POD, names.LABEL_NAMESPACE}
+    served = wait_for("croft_container_info of both pods, with their names", info, 90)
+    assert {cid: served[cid] for cid in expected} == expected
+
+    # croft top on the node's dataset: each pod's process, under the pod's cgroup
+    out = subprocess.run(
+        [CROFT, "top", "--json", "--dataset", str(DATASET_DIR)], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    processes = json.loads(out.stdout)["processes"]
+    for cid, labels in expected.items():
+        mine = [p for p in processes if p["container_id"] == cid]
+        assert mine, f"croft top lists no process of {labels[names.LABEL_POD]} ({cid})"
+        assert all(labels[names.LABEL_POD_UID] in p["cgroup"] for p in mine), mine
 
 
 def test_cgroup_usage_and_syscall_rates_agree_with_the_cgroup_and_the_load(
