@@ -110,12 +110,20 @@ def test_a_line_the_schema_accepts_is_a_row_and_every_line_gets_the_codecs_verdi
     assert fast == judged if isinstance(judged, str) or judged is None else fast is not None
 
 
-@given(st.lists(mutated_rows() | st.sampled_from([b"", b"  ", b"{}{}", b"[1]", b"\xff"]), max_size=8))
-def test_a_buffer_decoded_at_once_gives_the_rows_and_skips_of_each_line_judged(items: list[Any]) -> None:
+@given(
+    st.lists(mutated_rows() | st.sampled_from([b"", b"  ", b"{}{}", b"[1]", b"\xff"]), max_size=8),
+    st.sampled_from([b"", b"{}\n", b"{"]),
+    st.sampled_from([b"", b"{}", b"\n"]),
+)
+def test_a_buffer_decoded_at_once_gives_the_rows_and_skips_of_each_line_judged(
+    items: list[Any], before: bytes, after: bytes
+) -> None:
+    """Also where the lines are a slice of a larger read (`before` and `after` are not theirs)."""
     lines = [item if isinstance(item, bytes) else msgspec.json.encode(item) for item in items]
     data = b"".join(line + b"\n" for line in lines)
     skipped: Counter[str] = Counter()
-    got = decode_block(data, 0, len(data), skipped) if data else []
+    read = before + data + after
+    got = decode_block(read, len(before), len(before) + len(data), skipped) if data else []
     expected = [verdict(line) for line in lines]
     assert [msgspec.json.encode(v) for v in got] == [
         msgspec.json.encode(ROW_DECODER.decode(line)) for line, found in zip(lines, expected, strict=True)
