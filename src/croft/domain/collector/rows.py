@@ -360,12 +360,12 @@ def _row(
         framework = config.matcher.match(sample.exe, sample.cmdline, sample.libraries)
     else:
         framework = known.framework
-    known = attrs.evolve(
-        known,
+    known = ProcessState(  # every field, not attrs.evolve: this runs for each rated process a poll
+        start_ticks=known.start_ticks,
         gpu=gpu_state,
+        last_written_poll=poll_index if write else known.last_written_poll,
         framework_key=framework_key,
         framework=framework,
-        last_written_poll=poll_index if write else known.last_written_poll,
     )
     if not write:
         return None, known
