@@ -19,6 +19,7 @@ from leadtime import OBJECTIVE_MS, Distribution, LeadTime, objective_crossed_s
 FORMATS: tuple[str, ...] = ("svg", "pdf")
 TOP_SYSCALLS = 6
 # where a request shows in the syscalls: its connection accepted, read, answered
+MEAN_SD_OFFERED = ("ingress.tcp_data_segments_s", "ingress.tcp_connections_s", "ingress.listen_backlog")
 REQUEST_SYSCALLS = ("accept4()", "accept()", "recvfrom()", "read()", "sendto()", "write()")
 OBJECTIVE_COLOR = "tab:red"
 
@@ -189,9 +190,12 @@ def mean_sd_figure(runs: Sequence[Run], series: Sequence[Sequence[Series]], out_
     """Mean ± sd across runs of the main signal of each group, on the time axis from the onset:
     `<out_dir>/burst_signals-mean_sd.svg|pdf`."""
     names = ["p95 latency", "spec.replicas", "offered (client)"]
-    top = {s.name for run, found in zip(runs, series, strict=True) for s in top_syscalls(run, found, 3)}
-    names += sorted(top)
-    names += sorted({s.name for found in series for s in found if s.group in ("offered", "scaler")})
+    names += ["sendto()", "recvfrom()"]
+    offered = {s.name for found in series for s in found if s.group == "offered"}
+    # issue 16's two ingress candidates (a rate and a queue), and any offered-load field beyond ingress
+    names += [n for n in MEAN_SD_OFFERED if n in offered]
+    names += sorted(n for n in offered if not n.startswith("ingress."))
+    names += ["croft scale estimate"]
     names += ["cgroup cpu_cores", "cgroup cpu_throttled_fraction", "PSI cpu_pressure_avg10", "prom cpu_cores"]
     panels = [
         (n, [next(s for s in found if s.name == n) for found in series if any(s.name == n for s in found)])
@@ -204,7 +208,8 @@ def mean_sd_figure(runs: Sequence[Run], series: Sequence[Sequence[Series]], out_
         ax.plot(t, mean, linewidth=1.2, label=f"{name}: mean (n = {len(found)} runs)")
         ax.fill_between(
             t,
-            [m - d for m, d in zip(mean, sd, strict=True)],
+            # a log axis (p95) shows the band's lower edge down to a tenth of the mean
+            [max(m - d, m / 10) if name == "p95 latency" else m - d for m, d in zip(mean, sd, strict=True)],
             [m + d for m, d in zip(mean, sd, strict=True)],
             alpha=0.3,
             label="± sd",
