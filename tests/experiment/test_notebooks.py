@@ -72,7 +72,7 @@ def test_burst_signals_draws_each_run_and_the_mean(executed: dict[str, tuple[Pat
     for run in runs:
         joined = next(line for line in text.splitlines() if line.startswith(f"{run}:"))
         assert " 0 dataset rows" not in joined, joined
-    # the fixture's collector wrote issue 16's ingress object: the notebook finds it as offered load
+    # the fixture's collector wrote the ingress object: the notebook finds it as offered load
     assert "offered-load fields in the rows: ingress." in text, text
     rows = _rows(out / "burst_signals.csv")
     for run in runs:

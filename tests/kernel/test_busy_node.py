@@ -109,7 +109,9 @@ def test_a_fork_burst_elsewhere_costs_the_watched_cgroup_nothing(
     assert sum(r.poll.kernel.spilled_entries for r in records) == 0
     assert max(r.gap_s for r in records) <= 3.0
     assert ours["getppid"] == 300 * GETPPIDS
-    assert ours["getppid"] == pytest.approx(theirs["getppid"], rel=0.01)
+    # syscount counts the whole machine: every getppid of ours, and any other process's besides
+    # (on a loaded machine, hundreds of thousands), so it bounds ours from above
+    assert theirs["getppid"] >= ours["getppid"] * 0.99
     assert own_numbers(ours, WATCHED_NR) == own_numbers(theirs, WATCHED_NR, syscount=True) == 300 * DISTINCT
     assert (
         own_numbers(counts_of(records, [t for r in records for t in r.poll.kernel.syscalls]), NOISE_NR) == 0
@@ -193,8 +195,8 @@ def test_a_container_running_50_short_lived_processes_a_second_is_rated_for_all_
     assert spawned == PER_S * SECONDS
     assert sum(s.processes for s in summaries) >= spawned
     assert state.short_lived_unplaced == 0
-    assert metrics["getppid"] == pytest.approx(theirs["getppid"], rel=0.02)
     assert metrics["getppid"] == pytest.approx(spawned * 300, rel=0.02)
+    assert theirs["getppid"] >= metrics["getppid"] * 0.98  # the whole machine's: ours and others'
     for k in range(10):
         ours = metrics.get(f"syscall_{SHORT_NR + k}", 0.0)
         assert ours == pytest.approx(theirs[f"[unknown: {SHORT_NR + k}]"], rel=0.02)

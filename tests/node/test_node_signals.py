@@ -1,4 +1,4 @@
-"""Issue 16's signal on the real node: one webapp pod under open-loop keep-alive load (the harness's
+"""The offered-load signal on the real node: one webapp pod under open-loop keep-alive load (the harness's
 loadgen.py), stepped from below its capacity to twice and four times it, while the collector pod's
 /metrics is read at every poll (labs/research/experiment/signals.py). Once the pod is saturated,
 `tcp_data_segments` (what the kernel received) keeps rising with the offered load; `sendto` (what

@@ -192,7 +192,7 @@ def mean_sd_figure(runs: Sequence[Run], series: Sequence[Sequence[Series]], out_
     names = ["p95 latency", "spec.replicas", "offered (client)"]
     names += ["sendto()", "recvfrom()"]
     offered = {s.name for found in series for s in found if s.group == "offered"}
-    # issue 16's two ingress candidates (a rate and a queue), and any offered-load field beyond ingress
+    # the two ingress candidates (a rate and a queue), and any offered-load field beyond ingress
     names += [n for n in MEAN_SD_OFFERED if n in offered]
     names += sorted(n for n in offered if not n.startswith("ingress."))
     names += ["croft scale estimate"]

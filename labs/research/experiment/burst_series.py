@@ -41,7 +41,7 @@ from croft.runs.rundir import RunRecord, Timeline, read_records, read_timeline, 
 POLL_MARGIN_MS = 2_000
 AFTER_MS = 10_000
 # The row fields of docs/dataset.md (and `node`); any other numeric leaf is an offered-load field
-# (issue 16's `ingress` object, and whatever later signal the rows gain).
+# (the `ingress` object of docs/dataset.md, and whatever later signal the rows gain).
 SPEC_FIELDS = frozenset(
     {"unix_ms", "tgid", "node", "process", "workload", "ioctl_count", "since_last_gpu_ioctl_ms", "label"}
     | {"usage", "cgroup_usage", "syscalls", "short_lived"}
@@ -339,7 +339,7 @@ def offered_fields(row: Mapping[str, Any]) -> dict[str, float]:
 
 
 def offered_unit(name: str) -> str:
-    """The unit of an offered-load field, from its name's suffix (docs/STYLE.md: units in names)."""
+    """The unit of an offered-load field, from its name's suffix (units in names, as the house style asks)."""
     if name.endswith("bytes_s"):
         return "B/s"
     if name.endswith(("_s", "_per_sec")):

@@ -1,4 +1,4 @@
-"""Which signal of offered load keeps rising once a pod saturates (issue 16): step one pod's
+"""Which signal of offered load keeps rising once a pod saturates: step one pod's
 open-loop load past its capacity while reading the collector's /metrics at every poll, then print,
 for each candidate, its value per offered request before and after saturation, its noise at steady
 load and its delay after the onset (croft.runs.signals says how each is computed).

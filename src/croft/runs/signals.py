@@ -1,4 +1,4 @@
-"""How well a load signal tracks offered load: the figures of issue 16's measurement, pure.
+"""How well a load signal tracks offered load: the figures of the offered-load measurement, pure.
 
 A measurement steps one pod's open-loop load through `Step`s and records, at every collector poll,
 each candidate signal's value and what the client saw (`PollRecord`; its `sent_rps`, the
