@@ -115,7 +115,8 @@ def test_live_host_psi_totals_are_the_kernels_counters() -> None:
         (group,) = cgroupfs.read_all([process.cgroups])
         after = parse_psi_some((own / "cpu.pressure").read_bytes())[1]
         assert before is not None and after is not None
-        assert before <= (group.cpu_pressure_stalled_us or -1) <= after
+        assert group.cpu_pressure_stalled_us is not None
+        assert before <= group.cpu_pressure_stalled_us <= after
         assert group.memory_pressure_stalled_us is not None and group.io_pressure_stalled_us is not None
     finally:
         busy.kill()
