@@ -27,7 +27,8 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+import urllib.request
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -121,6 +122,41 @@ def cadvisor_prometheus(directory: Path, kubelet: str, token: str, port: int = 9
             server.wait(timeout=30)
 
 
+def wait_for(what: str, probe: Callable[[], bool], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not probe():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"timed out after {timeout_s:.0f} s waiting for {what}")
+        time.sleep(1)
+
+
+def answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
+def settle(kubectl: str, kubeconfig: str, namespace: str, app: apps.App) -> None:
+    """Back to one pod, the others gone, before the next run: the next run's baseline must not see
+    the last one's pods draining their backlog (the harness starts a run while they terminate)."""
+    base = [kubectl, "--kubeconfig", kubeconfig, "-n", namespace]
+    subprocess.run([*base, "delete", "hpa", "--all"], capture_output=True, check=False)
+    subprocess.run([*base, "scale", f"deployment/{app.deployment}", "--replicas=1"], check=True)
+
+    def one_pod() -> bool:
+        out = subprocess.run(
+            [*base, "get", "pods", "-l", app.selector, "-o", "name"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        return out.returncode == 0 and len(out.stdout.split()) == 1
+
+    wait_for("one webapp pod left", one_pod, 300)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="run directories go to OUT/web")
@@ -162,6 +198,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             capture_output=True, text=True, check=True,
         ).stdout.strip()  # fmt: skip
         profile = profiles.with_warmup(burst(args.before_s, args.after_s, args.scale), profiles.WARMUP_S)
+        # a first run's requests can all go to a Service kube-proxy has not wired yet
+        wait_for("the webapp Service to answer", lambda: answers(f"http://{service}:8080{app.paths[0]}"), 180)
         kubelet = values["CROFT_NODE_KUBELET"].removeprefix("https://")
         with cadvisor_prometheus(out / "prometheus", kubelet, values["CROFT_K8S_TOKEN"]) as prometheus:
             for repeat in range(1, args.repeats + 1):
@@ -186,6 +224,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                     print(f"[{time.time() - started:6.0f} s] repeat {repeat}, arm {arm}", flush=True)
                     run_dir = web.web(options)
                     print(f"[{time.time() - started:6.0f} s] {run_dir}", flush=True)
+                    settle(kubectl, kubeconfig, args.namespace, app)
         dataset = out / "nodes" / values.get("CROFT_NODE_NAME", "node")
         dataset.mkdir(parents=True, exist_ok=True)
         for f in DATASET_DIR.glob("croft-dataset*"):
