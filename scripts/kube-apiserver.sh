@@ -121,7 +121,10 @@ do_build() {
     upstream=${upstream%%+*}
     (
         cd "$tree/.go/src/k8s.io/kubernetes"
-        export GOPATH=$tree/.go GOCACHE=$work/gocache CGO_ENABLED=0 GOPROXY=off GOFLAGS=
+        # one Go cache for both builds (kube-apiserver.sh, kube-node.sh), each in the same tree directory
+        # (the build's -trimpath=<tree> is part of every cache key): the node build reuses every package
+        # the first one compiled
+        export GOPATH=$tree/.go GOCACHE=$cache/$version/gocache CGO_ENABLED=0 GOPROXY=off GOFLAGS=
         export KUBE_GIT_VERSION="v$upstream" KUBE_GIT_TREE_STATE=clean KUBE_GIT_COMMIT=debian-$version
         export KUBE_GIT_MAJOR=${upstream%%.*} KUBE_GIT_MINOR=$(echo "$upstream" | cut -d. -f2)
         make WHAT="cmd/kube-apiserver cmd/kube-controller-manager cmd/kubectl"

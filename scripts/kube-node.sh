@@ -153,10 +153,10 @@ build() {
         echo "$nodebin"
         return 0
     fi
-    local work=$cache/$version/node-build started
+    local work=$cache/$version/build started   # kube-apiserver.sh's directory: see GOCACHE below
     started=$(date +%s)
     say "building kubelet, kube-scheduler, kube-proxy $version in $work (several minutes)"
-    rm -rf "$work/tree" "$work"/*.dsc "$work"/*.tar.* # an interrupted build keeps its Go cache
+    rm -rf "$work"   # an interrupted build keeps the shared Go cache
     mkdir -p "$work"
     ls "$cache/node-apt/lists/"*_Sources* >/dev/null 2>&1 || private_apt apt-get update >&2
     (cd "$work" && private_apt apt-get source --download-only "kubernetes=$version" >/dev/null)
@@ -173,7 +173,10 @@ build() {
     upstream=${upstream%%+*}
     (
         cd "$tree/.go/src/k8s.io/kubernetes"
-        export GOPATH=$tree/.go GOCACHE=$work/gocache CGO_ENABLED=0 GOPROXY=off GOFLAGS=
+        # one Go cache for both builds (kube-apiserver.sh, kube-node.sh), each in the same tree directory
+        # (the build's -trimpath=<tree> is part of every cache key): the node build reuses every package
+        # the first one compiled
+        export GOPATH=$tree/.go GOCACHE=$cache/$version/gocache CGO_ENABLED=0 GOPROXY=off GOFLAGS=
         export KUBE_GIT_VERSION="v$upstream" KUBE_GIT_TREE_STATE=clean KUBE_GIT_COMMIT=debian-$version
         export KUBE_GIT_MAJOR=${upstream%%.*} KUBE_GIT_MINOR=$(echo "$upstream" | cut -d. -f2)
         make WHAT="cmd/kubelet cmd/kube-scheduler cmd/kube-proxy"
@@ -187,7 +190,7 @@ build() {
     cp "$tree/build/pause/linux/pause.c" "$cache/$version/src/pause.c"
     rm -rf "$nodebin"
     mv "$nodebin.partial" "$nodebin"
-    rm -rf "$work"
+    rm -rf "$work" "$cache/$version/gocache"   # both builds are done
     say "built the node binaries in $(($(date +%s) - started)) s: $nodebin"
     exec 9>&-
     echo "$nodebin"

@@ -306,6 +306,23 @@ def kubectl_proxy(kube: Kubectl) -> Iterator[str]:
             process.stdout.close()
 
 
+def overridden(argv: Sequence[str], extra: Sequence[str]) -> list[str]:
+    """`argv` (options each followed by one value) with `extra` after it, less the options `extra`
+    names again: the caller's choice wins and no option is given twice."""
+    named = {arg for arg in extra if arg.startswith("--")}
+    kept: list[str] = []
+    skip = False
+    for i, arg in enumerate(argv):
+        if skip:
+            skip = False
+            continue
+        if arg in named:
+            skip = i + 1 < len(argv) and not argv[i + 1].startswith("--")
+            continue
+        kept.append(arg)
+    return [*kept, *extra]
+
+
 class CroftScaler:
     """croft scale for one Deployment, its output into scaler.log, stopped with SIGTERM."""
 
@@ -330,16 +347,26 @@ class CroftScaler:
             str(app.max_replicas),
             "--api",
             api,
-            *extra,
         ]
+        self.argv = [croft, *overridden(self.argv[1:], extra)]
         self.log_path = log
         self._log: IO[str] | None = None
         self._process: subprocess.Popen[str] | None = None
 
-    def start(self) -> None:
+    def start(self, check_s: float = 2.0) -> None:
+        """Starts it and, for `check_s`, watches that it stays up: a scaler that refused its options
+        must stop the run, not leave it to run without one."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = self.log_path.open("w")
         self._process = subprocess.Popen(self.argv, stdout=self._log, stderr=subprocess.STDOUT, text=True)
+        try:
+            code = self._process.wait(timeout=check_s)
+        except subprocess.TimeoutExpired:
+            return
+        self._log.close()
+        lines = [line.strip(" │╭╮╰╯─") for line in self.log_path.read_text().splitlines()]
+        said = " ".join(line for line in lines if line)
+        raise KubeError(f"croft scale exited with {code} as it started: {said[-300:]} (see {self.log_path})")
 
     def stop(self) -> int | None:
         code = None
