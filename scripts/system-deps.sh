@@ -19,5 +19,7 @@ if [ "$(id -u)" -ne 0 ]; then
     exit 0
 fi
 export DEBIAN_FRONTEND=noninteractive
-apt-get install -y --no-install-recommends "${missing[@]}" >/dev/null 2>&1 \
-    || { apt-get update >/dev/null && apt-get install -y --no-install-recommends "${missing[@]}" >/dev/null; }
+# Another apt (a second checkout's make test, unattended upgrades) may hold the lock: wait for it.
+apt=(apt-get -o DPkg::Lock::Timeout=900)
+"${apt[@]}" install -y --no-install-recommends "${missing[@]}" >/dev/null 2>&1 \
+    || { "${apt[@]}" update >/dev/null && "${apt[@]}" install -y --no-install-recommends "${missing[@]}" >/dev/null; }

@@ -20,6 +20,7 @@ test module imports another (tests/unit/test_tests_layout.py checks both).
     nvml_fake    recorded NVML answers replayed
     faulty_disk  a Disk port that fails on cue (short writes, ENOSPC, EIO, rename failures)
     filesystems  a small real tmpfs, and filling it
+    parquet      croft export's generated fleet, dataset files, and croft's answers as DuckDB/Spark SQL
 
 Programs the tests start: dataset_driver.py (python -m), serve_dataset.py, hostile_server.py, odd_server.py,
 cluster_exporter.py.

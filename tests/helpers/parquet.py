@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from typing import Any
 
 import zstandard
 
@@ -86,3 +87,69 @@ def write_fleet(root: Path, nodes: int = 3, hours: int = 3) -> Path:
         live = fleet_rows(rng, node, START_MS + hours * HOUR_MS + 1000, 10)
         (directory / "croft-dataset.jsonl").write_bytes(b"".join(codec.encode_row(r) for r in live))
     return root
+
+
+def write_segment(path: Path, rows: list[Row]) -> Path:
+    """`rows` as a dataset file at `path`: zstd when its name ends in .zst, else plain JSONL."""
+    data = b"".join(codec.encode_row(r) for r in rows)
+    compressed = path.name.endswith(".zst")
+    path.write_bytes(zstandard.ZstdCompressor(level=3).compress(data) if compressed else data)
+    return path
+
+
+# The keys of croft stats --json that a query over the export answers, and the profile's.
+STATS_KEYS = ("rows", "polls", "containers", "processes", "first_ms", "last_ms")
+PROFILE_KEYS = (
+    "polls",
+    "processes",
+    "gpu_poll_share",
+    *(f"{figure}_{stat}" for figure in PROFILE_FIGURES for stat in ("mean", "p95", "max")),
+)
+
+
+def stats_sql(table: str, spark: bool = False) -> str:
+    """`croft stats --json`'s rows, polls (distinct node and time), containers, processes (distinct
+    node and tgid), first and last time over `table`, in DuckDB's or Spark's dialect."""
+    pair = "DISTINCT node, {}" if spark else "DISTINCT (node, {})"
+    millis = "unix_millis" if spark else "epoch_ms"
+    return f"""SELECT count(*) AS rows, count({pair.format("unix_ms")}) AS polls,
+                      count(DISTINCT process.container_id) AS containers,
+                      count({pair.format("tgid")}) AS processes,
+                      {millis}(min(unix_ms)) AS first_ms, {millis}(max(unix_ms)) AS last_ms
+               FROM {table}"""
+
+
+def profile_sql(table: str, container_id: str, spark: bool = False) -> str:
+    """`croft profile`'s polls, processes, GPU share and the mean, p95 (linear interpolation: DuckDB's
+    quantile_cont, Spark's percentile, numpy's default) and max of each figure over `table`. A poll
+    is a distinct (node, unix_ms) with a row of the container; its figures are the max of its rows.
+    The GPU share averages doubles: Spark's avg of a 1.0 literal is a DECIMAL of 5 places."""
+    quantile = "percentile" if spark else "quantile_cont"
+    figures = ", ".join(
+        f"avg({f}) AS {f}_mean, {quantile}({f}, 0.95) AS {f}_p95, max({f}) AS {f}_max"
+        for f in PROFILE_FIGURES
+    )
+    processes = "count(DISTINCT node, tgid)" if spark else "count(DISTINCT (node, tgid))"
+    return f"""
+        WITH mine AS (SELECT * FROM {table} WHERE process.container_id = '{container_id}'),
+        polls AS (
+            SELECT node, unix_ms,
+                   max(cgroup_usage.cpu_cores) AS cpu_cores,
+                   CAST(max(cgroup_usage.memory_bytes) AS DOUBLE) AS memory_bytes,
+                   max(cgroup_usage.cpu_throttled_fraction) AS cpu_throttled_fraction,
+                   max(cgroup_usage.cpu_pressure_avg10) AS cpu_pressure_avg10,
+                   CAST(max(CASE WHEN workload IN ('gpu-onset', 'gpu-held') THEN 1 ELSE 0 END)
+                        AS DOUBLE) AS gpu
+            FROM mine GROUP BY node, unix_ms)
+        SELECT count(*) AS polls, (SELECT {processes} FROM mine) AS processes,
+               avg(gpu) AS gpu_poll_share, {figures}
+        FROM polls"""
+
+
+def profile_answers(profile: dict[str, Any]) -> dict[str, float]:
+    """A `croft profile` JSON object flattened to PROFILE_KEYS."""
+    out = {key: float(profile[key]) for key in ("polls", "processes", "gpu_poll_share")}
+    for figure in PROFILE_FIGURES:
+        for stat in ("mean", "p95", "max"):
+            out[f"{figure}_{stat}"] = float(profile[figure][stat])
+    return out

@@ -4,15 +4,27 @@ and croft profile; re-runs export only what changed; damaged lines are skipped a
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
-import zstandard
 from tests.helpers.cli import croft
-from tests.helpers.parquet import HOUR_MS, PROFILE_FIGURES, START_MS, fleet_rows, write_fleet
+from tests.helpers.parquet import (
+    HOUR_MS,
+    PROFILE_KEYS,
+    START_MS,
+    STATS_KEYS,
+    fleet_rows,
+    profile_answers,
+    profile_sql,
+    stats_sql,
+    write_fleet,
+    write_segment,
+)
 from tests.helpers.rows import make_row
 
 from croft.domain.dataset import codec
@@ -31,81 +43,69 @@ def stats_of(path: Path) -> dict[str, object]:
     return stats
 
 
-def parquet_stats(con: object, export: Path) -> dict[str, object]:
-    glob = str(export / "**" / "*.parquet")
-    query = f"""
-        SELECT count(*) AS rows,
-               count(DISTINCT (node, unix_ms)) AS polls,
-               count(DISTINCT process.container_id) AS containers,
-               count(DISTINCT (node, tgid)) AS processes,
-               epoch_ms(min(unix_ms)) AS first_ms,
-               epoch_ms(max(unix_ms)) AS last_ms
-        FROM read_parquet('{glob}', hive_partitioning = true)
-    """
-    names = ["rows", "polls", "containers", "processes", "first_ms", "last_ms"]
-    return dict(zip(names, con.execute(query).fetchone(), strict=True))  # type: ignore[attr-defined]
+def table(export: Path) -> str:
+    return f"read_parquet('{export / '**' / '*.parquet'}', hive_partitioning = true)"
 
 
-PROFILE_SQL = """
-    WITH polls AS (
-        SELECT node, unix_ms,
-               max(cgroup_usage.cpu_cores) AS cpu_cores,
-               max(cgroup_usage.memory_bytes)::DOUBLE AS memory_bytes,
-               max(cgroup_usage.cpu_throttled_fraction) AS cpu_throttled_fraction,
-               max(cgroup_usage.cpu_pressure_avg10) AS cpu_pressure_avg10,
-               max(CASE WHEN workload IN ('gpu-onset', 'gpu-held') THEN 1.0 ELSE 0.0 END) AS gpu
-        FROM read_parquet('{glob}', hive_partitioning = true)
-        WHERE process.container_id = '{cid}'
-        GROUP BY node, unix_ms
-    )
-    SELECT count(*) AS polls, avg(gpu) AS gpu_poll_share,
-           {figures}
-    FROM polls
-"""
-FIGURES = PROFILE_FIGURES
+def parquet_stats(con: Any, export: Path) -> dict[str, object]:
+    return dict(zip(STATS_KEYS, con.execute(stats_sql(table(export))).fetchone(), strict=True))
 
 
-def parquet_profile(con: object, export: Path, cid: str) -> dict[str, object]:
-    figures = ", ".join(
-        f"avg({f}) AS {f}_mean, quantile_cont({f}, 0.95) AS {f}_p95, max({f}) AS {f}_max" for f in FIGURES
-    )
-    query = PROFILE_SQL.format(glob=str(export / "**" / "*.parquet"), cid=cid, figures=figures)
-    row = con.execute(query).fetchone()  # type: ignore[attr-defined]
-    names = ["polls", "gpu_poll_share"] + [f"{f}_{s}" for f in FIGURES for s in ("mean", "p95", "max")]
-    return dict(zip(names, row, strict=True))
+def a_damaged_tree(root: Path) -> Path:
+    """The damaged fixtures, plus two dataset names that are not files: a FIFO and a directory."""
+    damaged = root / "damaged"
+    shutil.copytree(FIXTURES / "damaged", damaged)
+    os.mkfifo(damaged / "pipe.jsonl")
+    (damaged / "directory.jsonl").mkdir()
+    return damaged
 
 
-def test_duckdb_over_the_export_answers_as_croft_does(tmp_path: Path) -> None:
-    nodes = write_fleet(tmp_path / "nodes")
+DATASETS = {
+    "generated fleet": lambda root: write_fleet(root / "nodes"),
+    "fixture nodes": lambda root: Path(shutil.copytree(FIXTURES / "nodes", root / "nodes")),
+    "damaged fixtures": a_damaged_tree,
+}
+
+
+@pytest.mark.parametrize("dataset", list(DATASETS))
+def test_duckdb_over_the_export_answers_as_croft_does(tmp_path: Path, dataset: str) -> None:
+    nodes = DATASETS[dataset](tmp_path)
     export = tmp_path / "export"
     done = croft("export", str(nodes), "--to", str(export))
     assert done.returncode == 0, done.stderr
-    assert "exported 12 files" in done.stdout
-    hours = sorted(p.name for p in (export / "node=node-0").iterdir())
-    assert hours == ["hour=20261020T14", "hour=20261020T15", "hour=20261020T16", "hour=20261020T17"]
+    stats = croft("stats", str(nodes), "--json")
+    assert stats.returncode == 0, stats.stderr
+    # Skipped lines and files are reported as croft stats reports them, line for line.
+    assert done.stderr.splitlines() == stats.stderr.splitlines()
+    assert (dataset == "damaged fixtures") == bool(done.stderr)
 
-    stats = stats_of(nodes)
     con = duckdb.connect()
     mine = parquet_stats(con, export)
-    for key in ("rows", "polls", "containers", "processes", "first_ms", "last_ms"):
-        assert mine[key] == stats[key], key
-
-    cid = con.execute(
-        f"SELECT any_value(process.container_id) FROM read_parquet('{export}/**/*.parquet') "
-        "WHERE process.container_id IS NOT NULL"
+    theirs = json.loads(stats.stdout)
+    assert mine == {key: theirs[key] for key in STATS_KEYS}
+    assert done.stdout.startswith(
+        f"exported {theirs['files'] - (2 if dataset == 'damaged fixtures' else 0)} files"
+    )
+    # Every row is in the part of its own UTC hour.
+    wrong_hour = con.execute(
+        f"SELECT count(*) FROM {table(export)} WHERE strftime(unix_ms, '%Y%m%dT%H') <> hour"
     ).fetchone()[0]
-    done = croft("profile", cid, "--dataset", str(nodes))
-    assert done.returncode == 0, done.stderr
-    profile = json.loads(done.stdout)
-    theirs = parquet_profile(con, export, cid)
-    assert theirs["polls"] == profile["polls"]
-    assert theirs["gpu_poll_share"] == pytest.approx(profile["gpu_poll_share"], rel=1e-12)
-    for figure in FIGURES:
-        for stat in ("mean", "p95", "max"):
-            assert theirs[f"{figure}_{stat}"] == pytest.approx(profile[figure][stat], rel=1e-9), (
-                figure,
-                stat,
-            )
+    assert wrong_hour == 0
+
+    ids = [
+        r[0]
+        for r in con.execute(
+            f"SELECT DISTINCT process.container_id FROM {table(export)} "
+            "WHERE process.container_id IS NOT NULL ORDER BY 1"
+        ).fetchall()
+    ]
+    assert len(ids) == theirs["containers"]
+    for cid in (ids[0], ids[-1]):
+        done = croft("profile", cid, "--dataset", str(nodes))
+        assert done.returncode == 0, done.stderr
+        profile = profile_answers(json.loads(done.stdout))
+        got = dict(zip(PROFILE_KEYS, con.execute(profile_sql(table(export), cid)).fetchone(), strict=True))
+        assert got == pytest.approx(profile, rel=1e-12), cid
 
 
 def test_types_and_nesting_are_kept(tmp_path: Path) -> None:
@@ -133,43 +133,6 @@ def test_types_and_nesting_are_kept(tmp_path: Path) -> None:
         (r["unix_ms"], r["tgid"], r["process"]["comm"]) for r in rows
     ]
     assert [list(map(dict, r[3])) for r in live_hour] == [r["syscalls"] for r in rows]
-
-
-def test_a_rerun_exports_only_what_changed_and_never_twice(tmp_path: Path) -> None:
-    nodes = write_fleet(tmp_path / "nodes", nodes=2, hours=2)
-    export = tmp_path / "export"
-    assert croft("export", str(nodes), "--to", str(export)).returncode == 0
-    before = {p: p.stat().st_mtime_ns for p in export.rglob("*.parquet")}
-
-    again = croft("export", str(nodes), "--to", str(export))
-    assert again.returncode == 0, again.stderr
-    assert "exported 0 files" in again.stdout and "6 unchanged" in again.stdout
-    assert {p: p.stat().st_mtime_ns for p in export.rglob("*.parquet")} == before
-
-    # The collector rotates node-0's live file into a segment and begins a new one.
-    live = nodes / "node-0" / "croft-dataset.jsonl"
-    segment = nodes / "node-0" / "croft-dataset-20261020T160001Z.jsonl.zst"
-    segment.write_bytes(zstandard.ZstdCompressor(level=3).compress(live.read_bytes()))
-    rng = random.Random(9)
-    live.write_bytes(b"".join(codec.encode_row(r) for r in fleet_rows(rng, 0, START_MS + 3 * HOUR_MS, 4)))
-    third = croft("export", str(nodes), "--to", str(export))
-    assert third.returncode == 0, third.stderr
-    assert "exported 2 files" in third.stdout
-    con = duckdb.connect()
-    assert parquet_stats(con, export)["rows"] == stats_of(nodes)["rows"]
-
-
-def test_damaged_lines_are_skipped_as_stats_skips_them(tmp_path: Path) -> None:
-    damaged = tmp_path / "damaged"
-    shutil.copytree(FIXTURES / "damaged", damaged)
-    export = tmp_path / "export"
-    done = croft("export", str(damaged), "--to", str(export))
-    assert done.returncode == 0, done.stderr
-    stats = croft("stats", str(damaged), "--json")
-    assert json.loads(stats.stdout)["skipped_lines"] > 0
-    assert sorted(done.stderr.splitlines()) == sorted(stats.stderr.splitlines())
-    con = duckdb.connect()
-    assert parquet_stats(con, export)["rows"] == json.loads(stats.stdout)["rows"]
 
 
 @pytest.mark.parametrize(
@@ -217,3 +180,121 @@ def test_short_lived_summaries_are_exported_and_null_elsewhere(tmp_path: Path) -
         (100, {"processes": 3, "syscalls": [{"name": "execve", "rate_per_sec": 1.5}]}),
         (101, None),
     ]
+
+
+def parts_of(export: Path) -> dict[str, tuple[int, int]]:
+    """Each Parquet part, relative to the export, with its inode and mtime: a part rewritten, even
+    with the same bytes, shows as changed."""
+    return {
+        str(p.relative_to(export)): (p.stat().st_ino, p.stat().st_mtime_ns) for p in export.rglob("*.parquet")
+    }
+
+
+def export_agrees(nodes: Path, export: Path) -> None:
+    assert parquet_stats(duckdb.connect(), export) == {k: stats_of(nodes)[k] for k in STATS_KEYS}
+
+
+def test_a_second_export_with_nothing_new_writes_nothing(tmp_path: Path) -> None:
+    nodes = write_fleet(tmp_path / "nodes", nodes=2, hours=2)
+    export = tmp_path / "export"
+    assert croft("export", str(nodes), "--to", str(export)).returncode == 0
+    before, state = parts_of(export), (export / "_croft_export.json").read_bytes()
+
+    again = croft("export", str(nodes), "--to", str(export))
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.startswith("exported 0 files (0 rows, 0 parts") and "6 unchanged" in again.stdout
+    assert parts_of(export) == before
+    assert (export / "_croft_export.json").read_bytes() == state
+    assert sorted(p.name for p in export.iterdir()) == ["_croft_export.json", "node=node-0", "node=node-1"]
+
+
+def test_a_new_segment_writes_only_its_own_parts(tmp_path: Path) -> None:
+    nodes = write_fleet(tmp_path / "nodes", nodes=2, hours=2)
+    export = tmp_path / "export"
+    assert croft("export", str(nodes), "--to", str(export)).returncode == 0
+    before = parts_of(export)
+
+    # A later collect brings node-1 a segment of a new hour (the live file unchanged).
+    rows = fleet_rows(random.Random(3), 1, START_MS + 5 * HOUR_MS + 1000, 20)
+    write_segment(nodes / "node-1" / "croft-dataset-20261020T190001Z.jsonl.zst", rows)
+    done = croft("export", str(nodes), "--to", str(export))
+    assert done.returncode == 0, done.stderr
+    assert (
+        done.stdout.startswith(f"exported 1 file ({len(rows)} rows, 1 parts") and "6 unchanged" in done.stdout
+    )
+    after = parts_of(export)
+    assert {k: v for k, v in after.items() if k in before} == before
+    assert set(after) - set(before) == {
+        "node=node-1/hour=20261020T19/part-croft-dataset-20261020T190001Z.parquet"
+    }
+    export_agrees(nodes, export)
+
+
+def test_a_changed_segment_is_exported_again_and_its_old_parts_go(tmp_path: Path) -> None:
+    nodes = write_fleet(tmp_path / "nodes", nodes=2, hours=1)
+    # A plain segment, so that one byte can change without changing the size.
+    plain = write_segment(
+        nodes / "node-0" / "croft-dataset-20261020T120001Z.jsonl",
+        fleet_rows(random.Random(4), 0, START_MS - 2 * HOUR_MS + 1000, 10),
+    )
+    moved = nodes / "node-1" / "croft-dataset-20261020T140001Z.jsonl.zst"
+    export = tmp_path / "export"
+    assert croft("export", str(nodes), "--to", str(export)).returncode == 0
+    before = parts_of(export)
+    old_part = "node=node-1/hour=20261020T14/part-croft-dataset-20261020T140001Z.parquet"
+    assert old_part in before
+
+    # Same name and size, one different byte: a tgid 0..9 becomes another digit.
+    data = plain.read_bytes()
+    at = data.index(b'"tgid":') + len(b'"tgid":')
+    changed = data[:at] + bytes([ord("0") + (data[at] - ord("0") + 1) % 10]) + data[at + 1 :]
+    plain.write_bytes(changed)
+    assert len(changed) == len(data) and changed != data
+    # Same name, other size: node-1's segment now holds its rows an hour later.
+    rows = [
+        attrs.evolve(r, unix_ms=r.unix_ms + HOUR_MS)
+        for r in fleet_rows(random.Random(5), 1, START_MS + 1000, 30)
+    ]
+    write_segment(moved, rows)
+
+    done = croft("export", str(nodes), "--to", str(export))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("exported 2 files") and "3 unchanged" in done.stdout
+    after = parts_of(export)
+    assert old_part not in after and (export / old_part).exists() is False
+    assert "node=node-1/hour=20261020T15/part-croft-dataset-20261020T140001Z.parquet" in after
+    rewritten = "node=node-0/hour=20261020T12/part-croft-dataset-20261020T120001Z.parquet"
+    assert after[rewritten] != before[rewritten]
+    untouched = {k: v for k, v in before.items() if k not in (old_part, rewritten)}
+    assert {k: after[k] for k in untouched} == untouched
+    export_agrees(nodes, export)
+
+
+@pytest.mark.parametrize(
+    ("case", "says"),
+    [
+        ("missing", "does not exist; give a dataset file or directory"),
+        ("not a dataset", "holds no dataset files"),
+        ("--to a file", "is not a directory; give a directory for the export"),
+        ("--to inside a file", "a file; give a directory for the export"),
+    ],
+)
+def test_bad_input_is_one_sentence_and_writes_nothing(tmp_path: Path, case: str, says: str) -> None:
+    path, to = FIXTURES / "sample", tmp_path / "export"
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "README.txt").write_text("not a dataset\n")
+    (tmp_path / "a-file").write_text("x")
+    if case == "missing":
+        path = tmp_path / "no-such-dataset"
+    elif case == "not a dataset":
+        path = tmp_path / "notes"
+    elif case == "--to a file":
+        to = tmp_path / "a-file"
+    else:
+        to = tmp_path / "a-file" / "export"
+    done = croft("export", str(path), "--to", str(to))
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("croft: ") and says in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "export").exists() and (tmp_path / "a-file").read_text() == "x"

@@ -13,14 +13,21 @@ from typing import Any
 
 import pytest
 from tests.helpers.cli import croft
-from tests.helpers.parquet import PROFILE_FIGURES, write_fleet
+from tests.helpers.parquet import (
+    PROFILE_KEYS,
+    STATS_KEYS,
+    profile_answers,
+    profile_sql,
+    stats_sql,
+    write_fleet,
+)
 
 pytest.importorskip("pyarrow")
 pytest.importorskip("pyspark")
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
-FIGURES = PROFILE_FIGURES
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "datasets"
 
 
 @pytest.fixture(scope="module")
@@ -46,44 +53,51 @@ def spark() -> Iterator[Any]:
     session.stop()
 
 
-def test_spark_reads_the_partitions_and_answers_as_croft_does(spark: Any, tmp_path: Path) -> None:
-    nodes = write_fleet(tmp_path / "nodes")
+def a_damaged_tree(root: Path) -> Path:
+    damaged = root / "damaged"
+    shutil.copytree(FIXTURES / "damaged", damaged)
+    os.mkfifo(damaged / "pipe.jsonl")
+    return damaged
+
+
+DATASETS = {
+    "generated fleet": lambda root: write_fleet(root / "nodes"),
+    "fixture nodes": lambda root: Path(shutil.copytree(FIXTURES / "nodes", root / "nodes")),
+    "damaged fixtures": a_damaged_tree,
+}
+
+
+@pytest.mark.parametrize("dataset", list(DATASETS))
+def test_spark_reads_the_partitions_and_answers_as_croft_does(
+    spark: Any, tmp_path: Path, dataset: str
+) -> None:
+    nodes = DATASETS[dataset](tmp_path)
     export = tmp_path / "export"
     done = croft("export", str(nodes), "--to", str(export))
     assert done.returncode == 0, done.stderr
-    spark.read.parquet(str(export)).createOrReplaceTempView("croft")
-    assert {f.name for f in spark.table("croft").schema.fields} >= {"node", "hour", "process", "syscalls"}
+    view = f"croft_{abs(hash(dataset))}"
+    spark.read.parquet(str(export)).createOrReplaceTempView(view)
+    fields = {f.name: f.dataType.simpleString() for f in spark.table(view).schema.fields}
+    assert fields["node"] == fields["hour"] == "string" and fields["unix_ms"] == "timestamp"
+    assert fields["syscalls"] == "array<struct<name:string,rate_per_sec:double>>"
 
-    stats = json.loads(croft("stats", str(nodes), "--json").stdout)
-    got = spark.sql(
-        """SELECT count(*) AS rows, count(DISTINCT node, unix_ms) AS polls,
-                  count(DISTINCT process.container_id) AS containers,
-                  count(DISTINCT node, tgid) AS processes,
-                  unix_millis(min(unix_ms)) AS first_ms, unix_millis(max(unix_ms)) AS last_ms,
-                  count(DISTINCT node) AS nodes
-           FROM croft"""
-    ).first()
-    for key in ("rows", "polls", "containers", "processes", "first_ms", "last_ms"):
-        assert got[key] == stats[key], key
-    assert got["nodes"] == len(stats["nodes"])
+    stats = croft("stats", str(nodes), "--json")
+    assert done.stderr.splitlines() == stats.stderr.splitlines()
+    theirs = json.loads(stats.stdout)
+    got = spark.sql(stats_sql(view, spark=True)).first().asDict()
+    assert got == {key: theirs[key] for key in STATS_KEYS}
+    nodes_seen = spark.sql(f"SELECT DISTINCT node FROM {view} ORDER BY node").collect()
+    assert [r["node"] for r in nodes_seen] == theirs["nodes"]
 
-    cid = spark.sql("SELECT first(process.container_id, true) AS c FROM croft").first()["c"]
-    profile = json.loads(croft("profile", cid, "--dataset", str(nodes)).stdout)
-    figures = ", ".join(
-        f"avg({f}) AS {f}_mean, percentile({f}, 0.95) AS {f}_p95, max({f}) AS {f}_max" for f in FIGURES
-    )
-    theirs = spark.sql(
-        f"""WITH polls AS (
-                SELECT node, unix_ms, max(cgroup_usage.cpu_cores) AS cpu_cores,
-                       CAST(max(cgroup_usage.memory_bytes) AS DOUBLE) AS memory_bytes,
-                       max(cgroup_usage.cpu_throttled_fraction) AS cpu_throttled_fraction,
-                       max(cgroup_usage.cpu_pressure_avg10) AS cpu_pressure_avg10,
-                       max(CASE WHEN workload IN ('gpu-onset', 'gpu-held') THEN 1.0 ELSE 0.0 END) AS gpu
-                FROM croft WHERE process.container_id = '{cid}' GROUP BY node, unix_ms)
-            SELECT count(*) AS polls, avg(gpu) AS gpu_poll_share, {figures} FROM polls"""
-    ).first()
-    assert theirs["polls"] == profile["polls"]
-    assert float(theirs["gpu_poll_share"]) == pytest.approx(profile["gpu_poll_share"], rel=1e-12)
-    for figure in FIGURES:
-        for stat in ("mean", "p95", "max"):
-            assert float(theirs[f"{figure}_{stat}"]) == pytest.approx(profile[figure][stat], rel=1e-9)
+    ids = [
+        r["c"]
+        for r in spark.sql(
+            f"SELECT DISTINCT process.container_id AS c FROM {view} "
+            "WHERE process.container_id IS NOT NULL ORDER BY c"
+        ).collect()
+    ]
+    for cid in (ids[0], ids[-1]):
+        profile = profile_answers(json.loads(croft("profile", cid, "--dataset", str(nodes)).stdout))
+        row = spark.sql(profile_sql(view, cid, spark=True)).first()
+        got = {key: float(row[key]) for key in PROFILE_KEYS}
+        assert got == pytest.approx(profile, rel=1e-12), cid

@@ -10,7 +10,7 @@ import pytest
 
 from tests.helpers.cli import croft
 
-COMMANDS = ["run", "top", "stats", "profile", "index", "deploy", "collect", "scale"]
+COMMANDS = ["run", "top", "stats", "profile", "index", "export", "deploy", "collect", "scale"]
 
 
 def test_help_lists_the_seven_commands() -> None:
@@ -54,6 +54,7 @@ def test_help_imports_no_heavy_module() -> None:
         (["top"], ["--once", "--interval", "2"]),
         (["stats"], ["DATASET_PATH", "--json"]),
         (["profile"], ["--dataset", "--from-ms", "--to-ms"]),
+        (["export"], ["--to", "--compression", "zstd", "--row-group-mb", "128"]),
         (["deploy", "docker"], ["--image", "croft-collector", "--watch", "--dry-run"]),
         (["deploy", "kubernetes"], ["--image", "kubepods", "--dry-run"]),
         (["collect"], ["--namespace", "croft", "research/data/nodes"]),

@@ -67,6 +67,15 @@ def test_the_plan_exports_exactly_what_changed(now: list[Source], before: list[S
         assert plan.stale[source.key] == (known.parts if known else ())
 
 
+@given(st.lists(sources, unique_by=lambda s: s.key), st.lists(sources, unique_by=lambda s: s.key))
+def test_a_plan_carried_out_leaves_nothing_to_export(now: list[Source], before: list[Source]) -> None:
+    state = {s.key: Exported(s.size_bytes, s.checksum, ()) for s in before}
+    plan = plan_export(now, state)
+    done = {**state, **{s.key: Exported(s.size_bytes, s.checksum, ()) for s in plan.export}}
+    again = plan_export(now, done)
+    assert again.export == () and again.unchanged == tuple(now)
+
+
 @given(st.lists(sources, unique_by=lambda s: s.key))
 def test_the_state_round_trips(done: list[Source]) -> None:
     state = {

@@ -14,7 +14,7 @@ from typing import Any, TextIO
 import attrs
 import orjson
 
-from croft.adapters.dataset.files import DatasetFile, Lines, Part, find_files, lines_of
+from croft.adapters.dataset.files import DatasetFile, Lines, Part, find_files, lines_of, shown
 from croft.adapters.dataset.parquet import PartWriter
 from croft.domain.dataset.export import (
     STATE_NAME,
@@ -57,27 +57,33 @@ def checksum(path: Path) -> str:
 def run_export(
     path: Path, to: Path, *, compression: str, row_group_mb: float, progress: TextIO | None = None
 ) -> Outcome:
-    """Export the dataset at `path` into `to`; see `croft.domain.dataset.export`."""
+    """Export the dataset at `path` into `to`; see `croft.domain.dataset.export`. A file that
+    cannot be read at all is skipped and counted as `croft stats` counts it, and exported once it
+    can be read."""
+    state = _load_state(to)
     dataset_files = find_files(path, None)
     by_key: dict[tuple[str, str], DatasetFile] = {}
     sources: list[Source] = []
+    outcome = Outcome()
     for dataset_file in dataset_files:
         try:
+            if dataset_file.problem is not None:
+                raise OSError(dataset_file.problem)
             source = Source(
                 node=dataset_file.node,
                 name=dataset_file.path.name,
                 size_bytes=dataset_file.path.stat().st_size,
                 checksum=checksum(dataset_file.path),
             )
-        except OSError as exc:
-            raise UserError(
-                f"cannot read {dataset_file.path}: {exc.strerror}; check its permissions"
-            ) from None
+        except OSError:
+            # Read as croft stats reads it, for the same skip (a FIFO, a directory, no permission).
+            for _ in fast_rows(dataset_file, outcome.skips):
+                pass
+            continue
         by_key[source.key] = dataset_file
         sources.append(source)
-    state = _load_state(to)
     plan = plan_export(sources, state)
-    outcome = Outcome(unchanged=len(plan.unchanged))
+    outcome.unchanged = len(plan.unchanged)
     for number, source in enumerate(plan.export, 1):
         if progress is not None and progress.isatty():
             progress.write(f"\rexporting {number}/{len(plan.export)}: {source.node}/{source.name}\x1b[K")
@@ -89,7 +95,13 @@ def run_export(
         for stale in set(plan.stale[source.key]) - set(parts):
             (to / stale).unlink(missing_ok=True)
         state[source.key] = Exported(size_bytes=source.size_bytes, checksum=source.checksum, parts=parts)
-        _save_state(to, state)
+        try:
+            _save_state(to, state)
+        except OSError as exc:
+            raise UserError(
+                f"cannot write {to / STATE_NAME}: {exc.strerror}; free space or fix its permissions "
+                "and run croft export again"
+            ) from None
         outcome.exported += 1
     if progress is not None and progress.isatty() and plan.export:
         progress.write("\r\x1b[K")
@@ -110,7 +122,7 @@ def fast_rows(dataset_file: DatasetFile, skips: SkipTally) -> Iterator[Any]:
         else:
             yield found
     for kind, count in skipped.items():
-        skips.line(str(dataset_file.path), kind, count)
+        skips.line(shown(dataset_file.path), kind, count)
 
 
 def _export_one(
@@ -163,8 +175,10 @@ def _writer(
 
 def _load_state(to: Path) -> dict[tuple[str, str], Exported]:
     state_path = to / STATE_NAME
-    if to.exists() and not to.is_dir():
-        raise UserError(f"--to {to} is not a directory; give a directory for the export")
+    for above in (to, *to.parents):
+        if above.exists() and not above.is_dir():
+            where = "is not a directory" if above == to else f"is inside {shown(above)}, a file"
+            raise UserError(f"--to {shown(to)} {where}; give a directory for the export")
     try:
         data = state_path.read_bytes()
     except FileNotFoundError:
