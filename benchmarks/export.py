@@ -177,6 +177,11 @@ def main() -> None:
     zst = size_of(nodes, "*.zst")
     plain = size_of(nodes, "*.jsonl")
     parquet = size_of(scratch / "croft", "*.parquet")
+    # The parts of the segments alone (a live file's parts are part-<stem>.parquet, no time stamp).
+    live_parts = {f"part-{p.name.removesuffix('.jsonl')}.parquet" for p in nodes.rglob("*.jsonl")}
+    segment_parts = sum(
+        p.stat().st_size for p in (scratch / "croft").rglob("*.parquet") if p.name not in live_parts
+    )
     duck = (scratch / "duckdb.parquet").stat().st_size
     e, c, r, p, s = best(exports), best(converts), best(reruns), best(profiles), best(scans)
     print(f"dataset: {args.gb} GB decompressed, {len(NODES)} nodes; zstd segments {zst / 1e6:.1f} MB")
@@ -186,9 +191,9 @@ def main() -> None:
     line(f"writer: pyarrow vs DuckDB COPY ({table_rows} rows)", by_arrow, by_duckdb)
     print(f"re-run with nothing new: {r.wall_s:.2f} s ({r.out.strip()})")
     print(
-        f"on disk: Parquet {parquet / 1e6:.1f} MB vs zstd segments {zst / 1e6:.1f} MB + live files "
-        f"{plain / 1e6:.1f} MB plain ({parquet / zst:.2f}x the segments); "
-        f"DuckDB's own Parquet {duck / 1e6:.1f} MB"
+        f"on disk: the segments' Parquet {segment_parts / 1e6:.1f} MB vs zstd segments {zst / 1e6:.1f} MB "
+        f"({segment_parts / zst:.2f}x); all Parquet {parquet / 1e6:.1f} MB (with the live files, "
+        f"{plain / 1e6:.1f} MB plain JSONL); DuckDB's own Parquet of everything {duck / 1e6:.1f} MB"
     )
 
 

@@ -298,3 +298,19 @@ def test_bad_input_is_one_sentence_and_writes_nothing(tmp_path: Path, case: str,
     assert done.stderr.count("\n") == 1 and done.stderr.startswith("croft: ") and says in done.stderr
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "export").exists() and (tmp_path / "a-file").read_text() == "x"
+
+
+def test_compression_and_row_groups_are_as_asked(tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    nodes = write_fleet(tmp_path / "nodes", nodes=1, hours=1)
+    for codec_name, row_group_mb in (("zstd", 128.0), ("snappy", 0.05)):
+        export = tmp_path / codec_name
+        args = ["--compression", codec_name, "--row-group-mb", str(row_group_mb)]
+        assert croft("export", str(nodes), "--to", str(export), *args).returncode == 0
+        segment = pq.ParquetFile(next(export.rglob("part-croft-dataset-2*.parquet")))
+        column = segment.metadata.row_group(0).column(0)
+        assert column.compression == codec_name.upper()
+        groups = segment.metadata.num_row_groups
+        assert groups == 1 if row_group_mb == 128 else groups > 1
+        export_agrees(nodes, export)

@@ -188,7 +188,8 @@ def _ingress(rows: Sequence[Row]) -> pa.Array:
 
 class PartWriter:
     """One Parquet part written atomically: rows come in batches (`add`), are kept as compact
-    Arrow tables until about `row_group_mb` MB have gathered, then written as one row group;
+    Arrow tables until about `row_group_mb` MB have gathered, then written as row groups of about
+    that many MB (a batch larger than that is split; the last group of a part may be smaller);
     `close` fsyncs the hidden temporary and renames it to `path`. Nothing is ever visible under
     `path` but a whole file."""
 
@@ -210,23 +211,30 @@ class PartWriter:
         self._pending_bytes += table.nbytes
         self.rows += len(rows)
         if self._pending_bytes >= self._group_bytes:
-            self._flush()
+            self._flush(final=False)
 
-    def _flush(self) -> None:
+    def _flush(self, *, final: bool) -> None:
+        """Write the gathered rows as row groups of about `row_group_mb` each (by their mean Arrow
+        size); unless `final`, the rows short of a whole group wait for the next batch."""
         if not self._pending:
             return
-        if self._writer is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._writer = pq.ParquetWriter(
-                self._temporary, SCHEMA, compression=self._compression, use_dictionary=True
-            )
         table = pa.concat_tables(self._pending)
-        self._writer.write_table(table, row_group_size=table.num_rows)
-        self._pending, self._pending_bytes = [], 0
+        per_group = max(1, int(table.num_rows * self._group_bytes / max(1, self._pending_bytes)))
+        whole = table.num_rows if final else table.num_rows - table.num_rows % per_group
+        if whole:
+            if self._writer is None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._writer = pq.ParquetWriter(
+                    self._temporary, SCHEMA, compression=self._compression, use_dictionary=True
+                )
+            self._writer.write_table(table.slice(0, whole), row_group_size=per_group)
+        rest = table.slice(whole)
+        self._pending = [rest] if rest.num_rows else []
+        self._pending_bytes = self._pending_bytes * rest.num_rows // table.num_rows
 
     def close(self) -> int:
         """Finish the part; returns its size in bytes."""
-        self._flush()
+        self._flush(final=True)
         if self._writer is None:  # no rows: an empty part still says "this hour was exported"
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._writer = pq.ParquetWriter(self._temporary, SCHEMA, compression=self._compression)
