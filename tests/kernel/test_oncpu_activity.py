@@ -92,28 +92,43 @@ def test_a_filtered_scan_returns_what_a_full_scan_reads(kernel: BccKernelSource,
             def wanted(tgid: int, _: CgroupMembership) -> bool:
                 return tgid in mine
 
-            filtered, full = ProcFS(verify_every=1000), ProcFS()  # filtered lists /proc once
+            # filtered walks every listed pid; incremental lists /proc once and looks only at what
+            # changed (started and reaped processes come from the kernel's reports)
+            filtered, incremental, full = ProcFS(verify_every=1000), ProcFS(verify_every=1000), ProcFS()
             marks = kernel.activity()
             previous: dict[int, ProcessSample] = {}
-            kept_idle = 0
+            previous_kept: dict[int, ProcessSample] = {}
+            kept_idle = kept_unlooked = 0
             hog_ticks = []
             for _poll in range(8):
                 now = kernel.activity()
                 assert marks is not None and now is not None, "no on-CPU map was full"
                 activity = Activity(ran=marks.ran | now.ran, moved=marks.moved | now.moved)
+                tracked = Activity(
+                    ran=activity.ran,
+                    moved=activity.moved,
+                    started=marks.started | now.started,
+                    freed=marks.freed | now.freed,
+                    tracks_pids=True,
+                )
                 got = by_tgid(filtered.scan(wanted, activity)[0])
+                kept = by_tgid(incremental.scan(wanted, tracked, frozenset())[0])
                 truth = by_tgid(full.scan(wanted)[0])
-                marks = kernel.activity()  # what ran while the two scans were made
+                marks = kernel.activity()  # what ran while the three scans were made
                 assert marks is not None
-                assert got.keys() == truth.keys() == mine
+                assert got.keys() == kept.keys() == truth.keys() == mine
                 assert hog in activity.ran or not previous
                 for pid in mine - activity.ran - marks.ran:
                     assert got[pid] == truth[pid], f"pid {pid} changed without running"
+                    assert kept[pid] == truth[pid], f"pid {pid} changed without running (incremental)"
                 kept_idle += sum(
                     1 for pid in sleepers & got.keys() if previous and got[pid] is previous.get(pid)
                 )
+                kept_unlooked += sum(
+                    1 for pid in sleepers & kept.keys() if previous and kept[pid] is previous_kept.get(pid)
+                )
                 hog_ticks.append(got[hog].cpu_ticks)
-                previous = got
+                previous, previous_kept = got, kept
                 if _poll == 3:  # /proc is not listed again: new processes and reaped ones are reported
                     ended = set(list(sleepers)[:3])
                     group.end(ended)
@@ -122,6 +137,7 @@ def test_a_filtered_scan_returns_what_a_full_scan_reads(kernel: BccKernelSource,
                     mine = (mine - ended) | started
                 time.sleep(0.3)
             assert kept_idle >= 5 * len(sleepers)  # the sleepers were not read again
+            assert kept_unlooked >= 5 * len(sleepers)
             assert hog_ticks == sorted(hog_ticks) and hog_ticks[-1] > hog_ticks[1]
         finally:
             group.close()

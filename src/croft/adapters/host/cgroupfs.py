@@ -68,7 +68,9 @@ class CgroupFS:
         """One sample per distinct membership, in first-seen order; each file is read at most once."""
         files: dict[str, bytes | None] = {}
         out: dict[CgroupMembership, CgroupSample] = {}
-        for membership in memberships:
+        # By id() first: procfs shares one membership object per cgroup, and hashing one is not free
+        # (10,000 processes a poll, a few distinct memberships).
+        for membership in {id(m): m for m in memberships}.values():
             if membership not in out:
                 out[membership] = self._sample(membership, files)
         return tuple(out.values())

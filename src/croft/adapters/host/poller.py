@@ -42,8 +42,8 @@ class LiveSource:
     counts of processes procfs did not read (exited, or spilled without a tgid) are handed on as
     `Poll.unread`, by the membership of the process when a previous poll read it, else of the
     group the kernel counted them in. With `netns`, the network namespaces of the processes read
-    (`Poll.netns`, the offered-load signals). With `activity` (bpf/oncpu.c), procfs reads only the
-    processes that ran or moved since the previous poll (`ProcFS.scan`)."""
+    (`Poll.netns`, the offered-load signals). With `activity` (bpf/oncpu.c), procfs looks only at the
+    processes that ran, moved or started since the previous poll (`ProcFS.scan`)."""
 
     def __init__(
         self,
@@ -65,6 +65,7 @@ class LiveSource:
         self._memberships: dict[int, CgroupMembership] = {}
         self._roots: dict[int, str] = {}
         self._cgroup_paths: dict[int, str] = {}
+        self._gpu_before: frozenset[int] = frozenset()
         self.unattributed_total = 0
         self.select()
 
@@ -99,8 +100,14 @@ class LiveSource:
                 verdict = verdicts[id(membership)] = worth_reading(tgid, membership, watch, gpu_tgids)
             return verdict
 
-        activity = self._activity.activity() if self._activity is not None else None
-        processes, dropped = self._procfs.scan(wanted, activity)
+        if self._activity is not None:
+            # `wanted` changes its verdict only for GPU holders (a membership's stays): the scan
+            # looks again at those of this poll and the last, and at what changed.
+            recheck = gpu_tgids | self._gpu_before
+            self._gpu_before = frozenset(gpu_tgids)
+            processes, dropped = self._procfs.scan(wanted, self._activity.activity(), recheck)
+        else:
+            processes, dropped = self._procfs.scan(wanted)
         memberships = {p.tgid: p.cgroups for p in processes}
         unread = self._unread(kernel, memberships)
         self._memberships = memberships

@@ -22,13 +22,19 @@ list is kept from those reports (a reaped pid is reported a moment after its /pr
 a process can be listed one poll after it was reaped, its last sample unchanged). A pid that exits
 between listing and reading, or whose file is torn, is dropped for that poll and counted, never an error.
 
+With `recheck` as well, a poll costs what changed, not what is there (10,000 idle processes): the
+samples returned last poll are kept by pid, and only the processes that ran, moved, started, are
+due for their check, were dropped last poll or are in `recheck` are looked at; every other process
+keeps its place (returned or not) and its sample. The caller promises that `wanted` gives the same
+verdict as the previous poll for every process that did not change, but those in `recheck`.
+
 Paths are plain strings joined by hand: this runs for thousands of pids every 2 s.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 import attrs
@@ -133,6 +139,12 @@ class ProcFS:
         self._memberships: dict[bytes, CgroupMembership] = {}
         self._known: set[int] = set()
         self._poll = 0
+        # The incremental scan's (see the module docstring): the samples returned last poll, by
+        # ascending pid; the known pids by `pid % verify_every` (whose check is due in which poll);
+        # the pids dropped last poll (read again).
+        self._returned: dict[int, ProcessSample] | None = None
+        self._due: list[set[int]] = []
+        self._retry: set[int] = set()
 
     @property
     def ticks_per_s(self) -> int:
@@ -143,19 +155,38 @@ class ProcFS:
         """The process ids listed now, ascending."""
         return sorted(int(name) for name in os.listdir(self._root) if name.isdigit())  # noqa: PTH208
 
-    def scan(self, wanted: Wanted, activity: Activity | None = None) -> tuple[tuple[ProcessSample, ...], int]:
+    def scan(
+        self, wanted: Wanted, activity: Activity | None = None, recheck: Collection[int] | None = None
+    ) -> tuple[tuple[ProcessSample, ...], int]:
         """Samples of the processes `wanted(tgid, membership)` selects (or that hold a GPU device
-        open), and how many pids were dropped because they vanished or were torn mid-read. With
-        `activity`, processes that neither ran nor moved are not read (see the module docstring)."""
+        open), ascending by pid, and how many pids were dropped because they vanished or were torn
+        mid-read. With `activity`, processes that neither ran nor moved are not read; with `recheck`
+        too, only what changed is looked at (see the module docstring)."""
         self._poll += 1
+        if recheck is None:
+            self._returned = None
+        elif activity is not None and self._returned is not None:
+            return self._scan_changed(wanted, activity, recheck)
+        samples, dropped = self._scan_all(wanted, activity)
+        if recheck is not None:
+            self._returned = {sample.tgid: sample for sample in samples}
+            self._due = [set() for _ in range(self._verify_every)]
+            for pid in self._known:
+                self._due[pid % self._verify_every].add(pid)
+            self._retry = set()
+        return samples, dropped
+
+    def _scan_all(self, wanted: Wanted, activity: Activity | None) -> tuple[tuple[ProcessSample, ...], int]:
+        """Every listed pid looked at (read, or with `activity` its previous sample kept)."""
         samples: list[ProcessSample] = []
         dropped = 0
         listed = self._listed(activity)
-        ran: frozenset[int] | None = None if activity is None else activity.ran
+        # Read whatever ran, moved or started (a reused pid is both reaped and started).
+        touched = None if activity is None else activity.ran | activity.moved | activity.started
         moved: frozenset[int] = frozenset() if activity is None else activity.moved
         unchanged, poll, verify_every = self._unchanged, self._poll, self._verify_every
         for pid in listed:
-            if ran is not None and pid not in ran and pid not in moved:
+            if touched is not None and pid not in touched:
                 known = unchanged.get(pid)
                 if known is not None and (pid + poll) % verify_every and known[3] is not None:
                     # The common case, inlined (10,000 idle processes a poll): `_kept` of a process
@@ -201,10 +232,74 @@ class ProcFS:
 
     def _forget_all_but(self, listed: list[int]) -> None:
         if len(self._static) > len(listed):
-            alive = set(listed)
-            self._static = {pid: s for pid, s in self._static.items() if pid in alive}
-            self._maps = {pid: m for pid, m in self._maps.items() if pid in alive}
-            self._unchanged = {pid: u for pid, u in self._unchanged.items() if pid in alive}
+            gone = self._static.keys() - set(listed)
+            for pid in gone:
+                self._forget(pid)
+
+    def _forget(self, pid: int) -> None:
+        self._static.pop(pid, None)
+        self._maps.pop(pid, None)
+        self._unchanged.pop(pid, None)
+
+    def _scan_changed(
+        self, wanted: Wanted, activity: Activity, recheck: Collection[int]
+    ) -> tuple[tuple[ProcessSample, ...], int]:
+        """The incremental scan: the previous poll's samples, with what changed looked at again."""
+        returned = self._returned
+        assert returned is not None
+        known, due, every = self._known, self._due, self._verify_every
+        if not activity.tracks_pids or self._poll % every == 0:
+            listed = {int(name) for name in os.listdir(self._root) if name.isdigit()}  # noqa: PTH208
+            gone = known - listed
+            new = listed - known
+        else:
+            gone = known.intersection(activity.freed)
+            new = {
+                pid
+                for pid in activity.started | activity.ran
+                if (pid not in known or pid in gone) and os.path.isdir(f"{self._root}/{pid}")  # noqa: PTH112
+            }
+        for pid in gone:
+            known.discard(pid)
+            due[pid % every].discard(pid)
+            returned.pop(pid, None)
+            self._forget(pid)
+        for pid in new:
+            known.add(pid)
+            due[pid % every].add(pid)
+        # Read: what ran, moved or started (a reused pid too), new pids, last poll's dropped ones.
+        read = ((activity.ran | activity.moved | activity.started | self._retry) & known) | new
+        # Looked at without a read unless needed: those due for their check, and `recheck`.
+        look = (due[-self._poll % every] | known.intersection(recheck)) - read
+        retry: set[int] = set()
+        unsorted = False
+        last_pid = next(reversed(returned), -1)
+        moved = activity.moved
+        for pid in sorted(read | look):
+            if pid in read:
+                kept: ProcessSample | _Read | None = _READ
+            else:
+                kept = self._kept(pid, wanted)
+            if isinstance(kept, _Read):
+                try:
+                    kept = self._sample(pid, wanted, pid in moved)
+                except (Unparsable, *_GONE):
+                    retry.add(pid)
+                    returned.pop(pid, None)
+                    self._unchanged.pop(pid, None)
+                    continue
+            if kept is None:
+                returned.pop(pid, None)
+                continue
+            if pid not in returned:
+                if pid < last_pid:
+                    unsorted = True
+                last_pid = max(last_pid, pid)
+            returned[pid] = kept
+        if unsorted:
+            self._returned = returned = dict(sorted(returned.items()))
+        self._retry = retry
+        return tuple(returned.values()), len(retry)
 
     def _kept(self, pid: int, wanted: Wanted) -> ProcessSample | _Read | None:
         """For a process that did not run or move: what the previous poll found, or `_READ` when it

@@ -50,7 +50,9 @@ def step(
 ) -> tuple[GpuReading, GpuState]:
     """Advance one process's GPU state by one poll; `previous` is None for a process with no state
     yet (first rated poll, or its pid was reused)."""
-    before = previous if previous is not None else GpuState()
+    if ioctls is None and not nvml_holder and device_fds == 0 and (previous is None or previous == _NEVER):
+        return _NO_GPU, _NEVER  # the common case: a process that never touched a GPU
+    before = previous if previous is not None else _NEVER
     count = ioctls.count if ioctls is not None else 0
     last_ns = before.last_ioctl_monotonic_ns
     if ioctls is not None and (count > 0 or ioctls.last_monotonic_ns > 0):
@@ -65,3 +67,7 @@ def step(
         since_last_gpu_ioctl_ms=since_ms,
     )
     return reading, GpuState(holding=holding, touched=touched, last_ioctl_monotonic_ns=last_ns)
+
+
+_NEVER = GpuState()
+_NO_GPU = GpuReading(workload="no-gpu", ioctl_count=None, since_last_gpu_ioctl_ms=None)

@@ -57,6 +57,8 @@ class ProcessRates:
         pid, a non-positive interval or any counter that went backwards."""
         if previous is None or interval_ns <= 0 or ticks_per_s <= 0:
             return None
+        if previous is sample:  # the same reading (not read again: it did not run): nothing moved
+            return _STILL
         if previous.tgid != sample.tgid or previous.start_ticks != sample.start_ticks:
             return None
         deltas = (
@@ -80,6 +82,17 @@ class ProcessRates:
             write_bytes_s=per_s(written, interval_s),
             runqueue_s=per_s(runqueue, interval_s * NS_PER_S, CORES_DIGITS),
         )
+
+
+_STILL = ProcessRates(
+    cpu_cores=0.0,
+    cpu_ticks=0,
+    ctx_voluntary_s=0.0,
+    ctx_involuntary_s=0.0,
+    read_bytes_s=0.0,
+    write_bytes_s=0.0,
+    runqueue_s=0.0,
+)
 
 
 @attrs.frozen

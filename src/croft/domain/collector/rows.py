@@ -92,9 +92,9 @@ def rows(
     watched_memo: dict[CgroupMembership, bool] = {}
     active = set(current.kernel.syscalls) | set(current.kernel.gpu_ioctls) | set(current.gpu.memory_bytes)
     no_rate = 0
-    # The cgroup sample, rates and verdict of each membership object (by id(): the processes of one
-    # cgroup share one), so an idle process costs a few lookups (10,000 of them per poll).
-    groups: dict[int, tuple[CgroupSample | None, CgroupRates | None, bool]] = {}
+    # The cgroup rates, verdict and row parts of each membership object (by id(): the processes of
+    # one cgroup share one), so an idle process costs a few lookups (10,000 of them per poll).
+    groups: dict[int, tuple[CgroupRates | None, bool, _Where | None]] = {}
     known_processes = state.processes
     idle_every = config.idle_every
     for sample in sorted(current.processes, key=_tgid):
@@ -110,9 +110,13 @@ def rows(
                     cgroups_now.get(membership), cgroups_before, interval_ns
                 )
                 watched_memo[membership] = watched(membership, config.watch)
-            group = cgroups_now.get(membership), cgroup_rates[membership], watched_memo[membership]
+            group_rates = cgroup_rates[membership]
+            where = (
+                None if group_rates is None else _where(membership, cgroups_now.get(membership), group_rates)
+            )
+            group = group_rates, watched_memo[membership], where
             groups[id(membership)] = group
-        cgroup, group_rates, is_watched = group
+        group_rates, is_watched, where = group
         last = before.get(tgid)
         if (
             group_rates is not None
@@ -132,13 +136,11 @@ def rows(
             remembered[tgid] = known
             continue
         rates = ProcessRates.new(sample, last, interval_ns, current.ticks_per_s)
-        if rates is None or group_rates is None:
+        if rates is None or where is None:
             no_rate += 1
             remembered[sample.tgid] = known
             continue
-        row, known = _row(
-            sample, rates, cgroup, group_rates, current, interval_ns, known, poll_index, config, watched_memo
-        )
+        row, known = _row(sample, rates, where, current, interval_ns, known, poll_index, config, watched_memo)
         remembered[sample.tgid] = known
         if row is not None:
             out.append(row)
@@ -288,8 +290,8 @@ def _place_short_lived(
             if rates is None or group_rates is None:
                 continue
             forced, known = _row(
-                sample, rates, cgroups_now.get(sample.cgroups), group_rates, current, interval_ns,
-                remembered[sample.tgid], poll_index, config, watched_memo, force=True,
+                sample, rates, _where(sample.cgroups, cgroups_now.get(sample.cgroups), group_rates), current,
+                interval_ns, remembered[sample.tgid], poll_index, config, watched_memo, force=True,
             )  # fmt: skip
             assert forced is not None
             remembered[sample.tgid] = known
@@ -323,11 +325,20 @@ def _cgroup_rates(
     return CgroupRates.new(cgroup, before.get(cgroup.membership), interval_ns)
 
 
+_Where = tuple[CgroupUsage, str, str | None]
+"""What every row of one cgroup membership shares in a poll: its cgroup usage, the cgroup path and
+container id it names."""
+
+
+def _where(membership: CgroupMembership, cgroup: CgroupSample | None, group_rates: CgroupRates) -> _Where:
+    usage = _cgroup_usage(cgroup, group_rates)
+    return usage, display_path(membership), membership_container_id(membership)
+
+
 def _row(
     sample: ProcessSample,
     rates: ProcessRates,
-    cgroup: CgroupSample | None,
-    group_rates: CgroupRates,
+    where: _Where,
     current: Poll,
     interval_ns: int,
     known: ProcessState,
@@ -370,14 +381,16 @@ def _row(
     if not write:
         return None, known
     interval_s = interval_ns / NS_PER_S
+    cgroup_usage, cgroup_path, container_id = where
+    rx, tx = kernel.net_rx_bytes.get(tgid, 0), kernel.net_tx_bytes.get(tgid, 0)
     row = Row(
         unix_ms=current.at.unix_ms,
         tgid=tgid,
         process=Process(
             comm=sample.comm,
             exe=sample.exe,
-            cgroup=display_path(sample.cgroups),
-            container_id=membership_container_id(sample.cgroups),
+            cgroup=cgroup_path,
+            container_id=container_id,
             cwd=sample.cwd,
             framework=framework,
         ),
@@ -390,12 +403,12 @@ def _row(
             ctx_involuntary_s=rates.ctx_involuntary_s,
             read_bytes_s=rates.read_bytes_s,
             write_bytes_s=rates.write_bytes_s,
-            network_rx_bytes_s=per_s(kernel.net_rx_bytes.get(tgid, 0), interval_s),
-            network_tx_bytes_s=per_s(kernel.net_tx_bytes.get(tgid, 0), interval_s),
+            network_rx_bytes_s=per_s(rx, interval_s) if rx else 0.0,
+            network_tx_bytes_s=per_s(tx, interval_s) if tx else 0.0,
             runqueue_s=rates.runqueue_s,
         ),
-        cgroup_usage=_cgroup_usage(cgroup, group_rates),
-        syscalls=_syscalls(counts, interval_s),
+        cgroup_usage=cgroup_usage,
+        syscalls=_syscalls(counts, interval_s) if counts else (),
         ioctl_count=reading.ioctl_count,
         since_last_gpu_ioctl_ms=reading.since_last_gpu_ioctl_ms,
         node=config.node,

@@ -43,16 +43,16 @@ def marked_by_tgid(
     watched: GPU holders (written whatever their cgroup), and watched processes whose match is on a
     cgroup-v1 path only (hybrid and v1 hosts). The rest are counted by cgroup id."""
     marked = set(gpu_tgids)
-    verdicts: dict[int, bool] = {}  # by id(): processes of one cgroup share one membership object
-    for process in processes:
-        membership = process.cgroups
-        verdict = verdicts.get(id(membership))
-        if verdict is None:
-            verdict = verdicts[id(membership)] = watched(membership, prefixes) and not (
-                has_v2 and membership.unified is not None and matches(membership.unified, prefixes)
-            )
-        if verdict:
-            marked.add(process.tgid)
+    processes = tuple(processes)
+    # By id(): processes of one cgroup share one membership object; most polls have none to mark.
+    distinct = {id(process.cgroups): process.cgroups for process in processes}
+    verdicts = {
+        key: watched(membership, prefixes)
+        and not (has_v2 and membership.unified is not None and matches(membership.unified, prefixes))
+        for key, membership in distinct.items()
+    }
+    if any(verdicts.values()):
+        marked.update(process.tgid for process in processes if verdicts[id(process.cgroups)])
     return frozenset(marked)
 
 
