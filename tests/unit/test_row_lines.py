@@ -3,6 +3,7 @@ accepts, and a buffer decoded the fast way gives the rows and skips of judging i
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from typing import Any
 
@@ -130,6 +131,39 @@ def test_a_buffer_decoded_at_once_gives_the_rows_and_skips_of_each_line_judged(
         if isinstance(found, Row)
     ]  # fmt: skip
     assert skipped == Counter(found for found in expected if isinstance(found, str))
+
+
+SENTINEL = 12345.678901234
+numerals = st.one_of(
+    st.builds(lambda sign, digit, exp: f"{sign}{digit}e{exp}", st.sampled_from(["", "-"]),
+              st.sampled_from(["1", "1.7976931348623157", "1.7976931348623159", "0", "9.99"]),
+              st.integers(290, 420) | st.integers(-420, -290)),
+    st.builds(lambda sign, n: f"{sign}1{'0' * n}", st.sampled_from(["", "-"]), st.integers(300, 320)),
+    st.builds(lambda n, e: f"1{'0' * n}e{e}", st.integers(300, 320), st.integers(-30, 30)),
+    st.sampled_from(["NaN", "Infinity", "-Infinity", "1e", "1E+400", "0e999999999999"]),
+)  # fmt: skip
+
+
+float_fields = st.sampled_from(["cpu_cores", "runqueue_s", "memory_pressure_avg10", "rate_per_sec"])
+
+
+@given(s.rows(), float_fields, numerals)
+def test_a_number_beyond_a_double_in_a_float_field_is_refused_by_both_and_no_float_read_is_infinite(
+    row: Row, field: str, numeral: str
+) -> None:
+    """The schema puts no bounds on floats: msgspec's decoder refuses what is beyond a double."""
+    value = codec.row_to_dict(row)
+    value["syscalls"] = [{"name": "read", "rate_per_sec": 1.0}]
+    owner = {"rate_per_sec": value["syscalls"][0], "memory_pressure_avg10": value["cgroup_usage"]}
+    owner.get(field, value["usage"])[field] = SENTINEL
+    line = orjson.dumps(value).replace(str(SENTINEL).encode(), numeral.encode())
+    judged = verdict(line)
+    assert schema_accepts(line) == isinstance(judged, Row), line
+    if schema_accepts(line):
+        fast = ROW_DECODER.decode(line)
+        numbers = [*msgspec.structs.astuple(fast.usage), *msgspec.structs.astuple(fast.cgroup_usage)]
+        numbers += [call.rate_per_sec for call in fast.syscalls]
+        assert all(math.isfinite(n) for n in numbers)
 
 
 def test_a_block_of_two_objects_on_a_line_and_a_blank_line_is_read_line_by_line() -> None:
