@@ -3,8 +3,10 @@ and skip reports are one sentence a line."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
+from fractions import Fraction
 
 import attrs
 import msgspec
@@ -246,3 +248,46 @@ def test_skip_reports_name_each_damaged_file_and_count_lines_by_kind() -> None:
     )
     assert all("\n" not in sentence for sentence in tally.report())
     assert SkipTally().report() == ()
+
+
+@given(
+    st.lists(st.floats(allow_nan=False, allow_infinity=False), min_size=1, max_size=30),
+    st.lists(st.integers(0, 30), max_size=4),
+)
+def test_syscall_sums_are_exact_for_any_finite_rate_and_any_split(
+    rates: list[float], cuts: list[int]
+) -> None:
+    """Each rate counts as its value in units of 2**-80 calls/s, truncated toward zero, exactly:
+    even a rate whose product with 2**80 is beyond a double (1e300); read in parts split anywhere
+    and merged, the sums are the same integers."""
+    rows = [
+        attrs.evolve(_example_row(), unix_ms=1 + i, syscalls=(SyscallRate(name="read", rate_per_sec=rate),))
+        for i, rate in enumerate(rates)
+    ]
+    exact = sum(int(Fraction(rate) * 2**SUM_UNIT_BITS) for rate in rates)  # int() truncates toward zero
+    edges = sorted({0, len(rows), *(min(cut, len(rows)) for cut in cuts)})
+    merged = StatsAccumulator(syscalls=True)
+    for start, stop in itertools.pairwise(edges):
+        part = StatsAccumulator(syscalls=True)
+        part.add("n", views_of(rows[start:stop]))
+        merged.merge(part)
+    assert merged.syscall_sums == {"read": exact}
+    try:
+        expected = exact / (len(rates) << SUM_UNIT_BITS)  # every row is a poll of its own
+    except OverflowError:
+        expected = math.inf if exact > 0 else -math.inf
+    assert dict(merged.summary(FACTS).busiest_syscalls)["read"] == expected
+
+
+def test_a_mean_beyond_a_double_is_infinite_and_null_in_json() -> None:
+    rows = [
+        attrs.evolve(_example_row(), tgid=tgid, syscalls=(SyscallRate(name="read", rate_per_sec=1.7e308),))
+        for tgid in (1, 2)
+    ]
+    acc = StatsAccumulator(syscalls=True)
+    acc.add("n", views_of(rows))
+    summary = acc.summary(FACTS)
+    assert summary.busiest_syscalls == (("read", math.inf),)
+    assert orjson.loads(orjson.dumps(summary.to_json()))["busiest_syscalls"] == [
+        {"name": "read", "mean_per_s": None}
+    ]

@@ -10,8 +10,9 @@ hold ints per node, not strings.
 
 from __future__ import annotations
 
+import math
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from itertools import chain
 from math import trunc
 from operator import attrgetter
@@ -133,9 +134,7 @@ class StatsAccumulator:
         self.processes.update(map(_process, views))
         self.workloads.update(map(_workload, views))
         if self.syscalls:
-            sums, unit = self.syscall_sums, SUM_UNIT
-            for call in chain.from_iterable(map(_syscalls, views)):
-                sums[call.name] += trunc(call.rate_per_sec * unit)  # int(), by a cheaper call
+            _sum_rates(self.syscall_sums, chain.from_iterable(map(_syscalls, views)))
 
     def merge(self, other: StatsAccumulator) -> None:
         """Fold `other` (of any files, any nodes) into this one."""
@@ -163,7 +162,9 @@ class StatsAccumulator:
         )
         scale = polls << SUM_UNIT_BITS
         # int / int rounds the exact quotient once: equal sums give equal means, in name order.
-        means = ((name, total / scale) for name, total in self.syscall_sums.items()) if polls else ()
+        means = (
+            ((name, _quotient(total, scale)) for name, total in self.syscall_sums.items()) if polls else ()
+        )
         busiest = tuple(sorted(means, key=_busiest_first)[:BUSIEST_SYSCALLS])
         return Stats(
             files=files,
@@ -179,6 +180,29 @@ class StatsAccumulator:
             frameworks=tuple(sorted(frameworks.items())),
             busiest_syscalls=busiest,
         )
+
+
+def _sum_rates(sums: defaultdict[str, int], calls: Iterator[Any]) -> None:
+    """Add each call's rate to its name's sum, in units of 2**-80 calls/s, dropping what is finer
+    (an exact integer for every finite rate, whatever the order of the calls)."""
+    unit = SUM_UNIT
+    while True:
+        try:
+            for call in calls:
+                sums[call.name] += trunc(call.rate_per_sec * unit)  # int(), by a cheaper call
+        except OverflowError:
+            # A rate of 2**944 or more overflowed the product; it is a whole number: shifted exactly.
+            sums[call.name] += int(call.rate_per_sec) << SUM_UNIT_BITS
+        else:
+            return
+
+
+def _quotient(total: int, scale: int) -> float:
+    """`total / scale`; beyond a double, an infinite mean (JSON null)."""
+    try:
+        return total / scale
+    except OverflowError:
+        return math.inf if total > 0 else -math.inf
 
 
 def _busiest_first(item: tuple[str, float]) -> tuple[float, str]:
