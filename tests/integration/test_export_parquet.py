@@ -7,6 +7,8 @@ import json
 import os
 import random
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -314,3 +316,32 @@ def test_compression_and_row_groups_are_as_asked(tmp_path: Path) -> None:
         groups = segment.metadata.num_row_groups
         assert groups == 1 if row_group_mb == 128 else groups > 1
         export_agrees(nodes, export)
+
+
+def test_a_pool_of_workers_writes_what_one_process_writes(tmp_path: Path) -> None:
+    from croft.adapters.dataset.export import run_export
+
+    nodes = write_fleet(tmp_path / "nodes")
+    shutil.copytree(FIXTURES / "damaged", nodes / "node-9")
+    one = run_export(nodes, tmp_path / "one", compression="zstd", row_group_mb=1, workers=1)
+    # pyarrow is imported here, so this pool spawns its workers.
+    pool = run_export(
+        nodes, tmp_path / "spawned", compression="zstd", row_group_mb=1, workers=2, inline_bytes=0
+    )
+    assert (pool.exported, pool.rows, pool.parts_written) == (one.exported, one.rows, one.parts_written)
+    assert pool.skips.report() == one.skips.report() and one.skips.report()
+    # A process that has not imported pyarrow (as croft export runs) forks its workers.
+    code = (
+        "import sys; from pathlib import Path; from croft.adapters.dataset.export import run_export; "
+        "run_export(Path(sys.argv[1]), Path(sys.argv[2]), compression='zstd', row_group_mb=1, workers=2, "
+        "inline_bytes=0); assert 'pyarrow' not in sys.modules"
+    )
+    forked = subprocess.run(
+        [sys.executable, "-c", code, str(nodes), str(tmp_path / "forked")], capture_output=True, text=True
+    )
+    assert forked.returncode == 0, forked.stderr
+
+    def files(export: Path) -> dict[str, bytes]:
+        return {str(p.relative_to(export)): p.read_bytes() for p in export.rglob("*") if p.is_file()}
+
+    assert files(tmp_path / "spawned") == files(tmp_path / "one") == files(tmp_path / "forked")

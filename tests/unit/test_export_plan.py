@@ -30,7 +30,7 @@ sources = st.builds(
 )
 
 
-@given(st.integers(0, 2**41))
+@given(st.integers(-(2**40), 2**41))
 def test_the_hour_is_the_utc_hour_of_the_row(unix_ms: int) -> None:
     moment = dt.datetime.fromtimestamp(unix_ms / 1000, dt.UTC)
     assert hour_of(unix_ms) == f"{moment.year:04d}{moment.month:02d}{moment.day:02d}T{moment.hour:02d}"

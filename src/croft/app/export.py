@@ -28,12 +28,10 @@ def export(
     that are not rows are skipped and counted as croft stats counts them."""
     if not (0.01 <= row_group_mb <= 4096):  # also refuses nan and inf
         raise UserError(f"--row-group-mb {row_group_mb} is out of range; give MB between 0.01 and 4096")
-    try:
-        import pyarrow  # noqa: F401
-    except ImportError:
-        raise UserError(
-            "croft export needs pyarrow, which is not installed; pip install 'croft[export]'"
-        ) from None
+    import importlib.util
+
+    if importlib.util.find_spec("pyarrow") is None:  # not imported here: the workers import it
+        raise UserError("croft export needs pyarrow, which is not installed; pip install 'croft[export]'")
     from croft.adapters.dataset.export import run_export
     from croft.app.stats import report_skips
 

@@ -4,18 +4,31 @@ UTC hour; the state file rewritten atomically after each file, so an interrupted
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import multiprocessing
 import os
+import sys
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import attrs
 import orjson
 
-from croft.adapters.dataset.files import DatasetFile, Lines, Part, find_files, lines_of, shown
-from croft.adapters.dataset.parquet import PartWriter
+from croft.adapters.dataset.files import (
+    DatasetFile,
+    Lines,
+    Part,
+    find_files,
+    lines_of,
+    shown,
+    work_bytes,
+)
+from croft.adapters.dataset.scan import default_workers
 from croft.domain.dataset.export import (
     STATE_NAME,
     BadState,
@@ -31,7 +44,11 @@ from croft.domain.dataset.lines import decode_block, last_line, view
 from croft.domain.dataset.skips import SkipTally
 from croft.errors import UserError
 
+if TYPE_CHECKING:
+    from croft.adapters.dataset.parquet import PartWriter
+
 BATCH_ROWS = 20_000  # rows turned into one Arrow table at a time
+INLINE_BYTES = 64 << 20  # bytes of lines below which a pool of workers costs more than it saves
 _HASH_READ_BYTES = 1 << 20
 
 
@@ -55,11 +72,19 @@ def checksum(path: Path) -> str:
 
 
 def run_export(
-    path: Path, to: Path, *, compression: str, row_group_mb: float, progress: TextIO | None = None
+    path: Path,
+    to: Path,
+    *,
+    compression: str,
+    row_group_mb: float,
+    progress: TextIO | None = None,
+    workers: int | None = None,
+    inline_bytes: int = INLINE_BYTES,
 ) -> Outcome:
     """Export the dataset at `path` into `to`; see `croft.domain.dataset.export`. A file that
     cannot be read at all is skipped and counted as `croft stats` counts it, and exported once it
-    can be read."""
+    can be read. The files to export are shared by a pool of `workers` processes (default: one per
+    CPU) unless they hold fewer than `inline_bytes` bytes of lines, or one worker is asked for."""
     state = _load_state(to)
     dataset_files = find_files(path, None)
     by_key: dict[tuple[str, str], DatasetFile] = {}
@@ -84,17 +109,17 @@ def run_export(
         sources.append(source)
     plan = plan_export(sources, state)
     outcome.unchanged = len(plan.unchanged)
-    for number, source in enumerate(plan.export, 1):
-        if progress is not None and progress.isatty():
-            progress.write(f"\rexporting {number}/{len(plan.export)}: {source.node}/{source.name}\x1b[K")
-            progress.flush()
-        dataset_file = by_key[source.key]
-        parts = _export_one(
-            fast_rows(dataset_file, outcome.skips), source, to, compression, row_group_mb, outcome
-        )
-        for stale in set(plan.stale[source.key]) - set(parts):
+    # Largest first, so that a pool's workers finish together.
+    jobs = sorted(plan.export, key=lambda s: -work_bytes(Part(by_key[s.key])))
+    task = functools.partial(export_source, to=to, compression=compression, row_group_mb=row_group_mb)
+    failure: BaseException | None = None
+    for source, done in _carry_out(task, [(by_key[s.key], s) for s in jobs], workers, inline_bytes):
+        if isinstance(done, BaseException):
+            failure = failure or done
+            continue
+        for stale in set(plan.stale[source.key]) - set(done.parts):
             (to / stale).unlink(missing_ok=True)
-        state[source.key] = Exported(size_bytes=source.size_bytes, checksum=source.checksum, parts=parts)
+        state[source.key] = Exported(size_bytes=source.size_bytes, checksum=source.checksum, parts=done.parts)
         try:
             _save_state(to, state)
         except OSError as exc:
@@ -103,9 +128,77 @@ def run_export(
                 "and run croft export again"
             ) from None
         outcome.exported += 1
-    if progress is not None and progress.isatty() and plan.export:
+        outcome.rows += done.rows
+        outcome.parts_written += len(done.parts)
+        outcome.bytes_written += done.bytes_written
+        outcome.skips.merge(done.skips)
+        if progress is not None and progress.isatty():
+            progress.write(f"\rexported {outcome.exported}/{len(jobs)}: {source.node}/{source.name}\x1b[K")
+            progress.flush()
+    if progress is not None and progress.isatty() and jobs:
         progress.write("\r\x1b[K")
+    if isinstance(failure, BrokenProcessPool):
+        raise UserError(
+            "a croft export worker process died (out of memory?); run croft export again, what was "
+            "exported is kept"
+        ) from None
+    if failure is not None:
+        raise failure
     return outcome
+
+
+@attrs.frozen
+class SourceDone:
+    """What exporting one source file wrote: its parts (relative to the export), rows and bytes,
+    and the lines and damage skipped."""
+
+    parts: tuple[str, ...]
+    rows: int
+    bytes_written: int
+    skips: SkipTally
+
+
+def export_source(
+    job: tuple[DatasetFile, Source], *, to: Path, compression: str, row_group_mb: float
+) -> SourceDone:
+    """Read one source file with croft's reader and write its parts (the task of a pool worker)."""
+    dataset_file, source = job
+    skips = SkipTally()
+    counts = Outcome()
+    parts = _export_one(fast_rows(dataset_file, skips), source, to, compression, row_group_mb, counts)
+    return SourceDone(parts=parts, rows=counts.rows, bytes_written=counts.bytes_written, skips=skips)
+
+
+def _carry_out(
+    task: Callable[[tuple[DatasetFile, Source]], SourceDone],
+    jobs: list[tuple[DatasetFile, Source]],
+    workers: int | None,
+    inline_bytes: int,
+) -> Iterator[tuple[Source, SourceDone | BaseException]]:
+    """Each job's source with what `task` made of it, in this process or on a pool, in the order
+    they finish. A job that failed comes with its exception; on a pool, the jobs not yet started
+    are then dropped and those running are waited for, so every part written is reported."""
+    workers = min(workers or default_workers(), len(jobs))
+    if workers <= 1 or sum(work_bytes(Part(f)) for f, _ in jobs) < inline_bytes:
+        for job in jobs:
+            yield job[1], task(job)  # an error is raised at once: nothing else is running
+        return
+    # fork: workers start at once and share what is imported (the parts are written by pyarrow,
+    # imported by the workers only). Once pyarrow is imported it runs threads, which a forked child
+    # would not have: spawn then (a program that embeds croft export).
+    start = "spawn" if "pyarrow" in sys.modules else "fork"
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(start)) as pool:
+        futures = {pool.submit(task, job): job[1] for job in jobs}
+        for future in as_completed(futures):
+            if future.cancelled():
+                continue
+            error = future.exception()
+            if error is not None:
+                for other in futures:
+                    other.cancel()
+                yield futures[future], error
+            else:
+                yield futures[future], future.result()
 
 
 def fast_rows(dataset_file: DatasetFile, skips: SkipTally) -> Iterator[Any]:
@@ -128,7 +221,7 @@ def fast_rows(dataset_file: DatasetFile, skips: SkipTally) -> Iterator[Any]:
 def _export_one(
     rows: Iterator[Any], source: Source, to: Path, compression: str, row_group_mb: float, outcome: Outcome
 ) -> tuple[str, ...]:
-    writers: dict[tuple[str, str], PartWriter] = {}
+    writers: dict[tuple[str, str], PartWriter] = {}  # pyarrow imported only when rows are written
     batches: dict[tuple[str, str], list[Any]] = {}
     try:
         for row in rows:
@@ -167,6 +260,8 @@ def _writer(
     row_group_mb: float,
 ) -> PartWriter:
     if partition not in writers:
+        from croft.adapters.dataset.parquet import PartWriter
+
         writers[partition] = PartWriter(
             to / part_path(*partition, source.name), compression=compression, row_group_mb=row_group_mb
         )

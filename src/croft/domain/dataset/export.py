@@ -12,6 +12,7 @@ did not rewrite are deleted, so no row is ever in two parts.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -23,9 +24,17 @@ STATE_VERSION = 1
 _SAFE = re.compile(r"[A-Za-z0-9._-]")
 
 
+HOUR_MS = 3_600_000
+
+
 def hour_of(unix_ms: int) -> str:
     """The UTC hour partition of a time: `YYYYMMDDTHH` (what the segment names use, to the hour)."""
-    return dt.datetime.fromtimestamp(unix_ms // 1000, dt.UTC).strftime("%Y%m%dT%H")
+    return _hour_label(unix_ms // HOUR_MS)  # called for every row: the label is computed once an hour
+
+
+@functools.lru_cache(maxsize=4096)
+def _hour_label(hour: int) -> str:
+    return dt.datetime.fromtimestamp(hour * 3600, dt.UTC).strftime("%Y%m%dT%H")
 
 
 def partition_value(value: str) -> str:
