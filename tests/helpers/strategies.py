@@ -4,8 +4,16 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from croft.domain.dataset.codec import UNIX_MS_MAX
-from croft.domain.dataset.row import WORKLOADS, CgroupUsage, Ingress, Process, Row, SyscallRate, Usage
+from croft.domain.dataset.row import (
+    UNIX_MS_MAX,
+    WORKLOADS,
+    CgroupUsage,
+    Ingress,
+    Process,
+    Row,
+    SyscallRate,
+    Usage,
+)
 
 rates = st.floats(min_value=0, max_value=1e12, allow_nan=False, allow_infinity=False)
 fractions = st.floats(min_value=0, max_value=1, allow_nan=False)

@@ -90,7 +90,7 @@ def test_command_help_shows_options_env_variables_and_defaults(
 def test_progress_shows_bytes_share_and_rate_then_erases_itself() -> None:
     import io
 
-    from croft.app.console import Progress
+    from croft.app.progress import Progress
 
     stream = io.StringIO()
     with Progress(stream, after_s=0.0) as progress:

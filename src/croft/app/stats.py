@@ -43,7 +43,7 @@ def stats(
     frameworks and the busiest syscalls. Reads plain files and zstd segments. On a terminal, a read
     longer than a second shows its progress on stderr."""
     from croft.adapters.dataset.scan import read_containers, read_stats
-    from croft.app.console import Progress
+    from croft.app.progress import Progress
 
     with Progress.on_stderr() as progress:
         if containers:

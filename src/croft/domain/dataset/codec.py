@@ -23,6 +23,10 @@ import orjson
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from croft.domain.dataset.row import (
+    INT_MAX,
+    INT_MIN,
+    UNIX_MS_MAX,
+    UNIX_MS_MIN,
     WORKLOADS,
     CgroupUsage,
     Ingress,
@@ -33,11 +37,6 @@ from croft.domain.dataset.row import (
     Usage,
     Workload,
 )
-
-# A row's integers are signed 64-bit, as every JSON tool reads them; `unix_ms` lies in the calendar
-# (1970-01-01 to 9999-12-31 UTC), so every reader can print it as a UTC time.
-INT_MIN, INT_MAX = -(2**63), 2**63 - 1
-UNIX_MS_MIN, UNIX_MS_MAX = 0, 253_402_300_799_999
 
 
 class NotARow(ValueError):

@@ -20,9 +20,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import msgspec
-import orjson
 
-from croft.domain.dataset.codec import NotARow, decode_row, row_to_dict
 from croft.domain.dataset.row import Row
 from croft.domain.dataset.skips import NOT_A_ROW, NOT_JSON, TOO_LONG, TORN
 from croft.domain.dataset.views import ROW_DECODER, RowSchema
@@ -38,6 +36,11 @@ def verdict(line: bytes) -> Row | str | None:
         return TOO_LONG
     if not line.strip(JSON_WHITESPACE):
         return None
+    # The codec (cattrs, orjson) is imported when a line first needs it: a clean dataset never does.
+    import orjson
+
+    from croft.domain.dataset.codec import NotARow, decode_row
+
     try:
         return decode_row(line)
     except NotARow:
@@ -56,6 +59,8 @@ def last_line(found: Row | Any | str | None) -> Row | Any | str:
 
 def schema_of(row: Row) -> Any:
     """The fast readers' struct of a row the codec accepted."""
+    from croft.domain.dataset.codec import row_to_dict
+
     return msgspec.convert(row_to_dict(row), RowSchema)
 
 

@@ -18,8 +18,7 @@ from typing import Annotated, Any, Literal, get_args, get_origin
 import attrs
 import msgspec
 
-from croft.domain.dataset.codec import INT_MAX, INT_MIN, UNIX_MS_MAX, UNIX_MS_MIN
-from croft.domain.dataset.row import Row
+from croft.domain.dataset.row import INT_MAX, INT_MIN, UNIX_MS_MAX, UNIX_MS_MIN, Row
 
 _INT = Annotated[int, msgspec.Meta(ge=INT_MIN, le=INT_MAX)]
 _BOUNDS: dict[tuple[type, str], Any] = {
