@@ -61,6 +61,7 @@ bench: $(STAMP) bpf-setup
 	$(BIN)/python benchmarks/metrics.py
 	$(BIN)/python benchmarks/counters_vs_gauges.py
 	$(BIN)/python benchmarks/collect.py
+	$(BIN)/python benchmarks/collect.py --segment-mb 64 --live-mb 160
 	$(BIN)/python benchmarks/export.py
 
 clean:

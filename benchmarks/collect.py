@@ -56,11 +56,12 @@ ROW = (
 def generate(nodes: int, segments: int, segment_mb: int, live_mb: int) -> list[Path]:
     """The node directories, made once per shape (a stamp file names the shape)."""
     shape = f"{nodes} {segments} {segment_mb} {live_mb}\n"
-    stamp = DATA / "shape"
-    dirs = [DATA / "nodes" / f"node-{i}" for i in range(nodes)]
+    data = DATA / f"{nodes}x{segments}x{segment_mb}+{live_mb}"  # one directory per shape, kept
+    stamp = data / "shape"
+    dirs = [data / "nodes" / f"node-{i}" for i in range(nodes)]
     if stamp.exists() and stamp.read_text() == shape:
         return dirs
-    shutil.rmtree(DATA, ignore_errors=True)
+    shutil.rmtree(data, ignore_errors=True)
     for d in dirs:
         d.mkdir(parents=True)
         for s in range(segments):

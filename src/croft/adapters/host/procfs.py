@@ -14,12 +14,13 @@ Given the kernel's `Activity` (bpf/oncpu.c: which tgids ran or were forked, whic
 another cgroup since the previous poll), a process known from an earlier poll that did neither is
 not read at all: its previous sample is returned as it was. Everything procfs says of it can only
 change by it running (counters, threads, exe, cwd, cmdline, GPU files) or by a move (cgroups), but
-its memory: the kernel can reclaim or swap out pages of a sleeping process. So every such process is
-still checked once every `verify_every` polls (by pid, spread evenly over the polls): its `stat` is
-read, and the process read in full when that changed. When the kernel also reports the processes
-started and reaped, /proc is listed only once every `verify_every` polls; between listings the
-list is kept from those reports (a reaped pid is reported a moment after its /proc entry goes, so
-a process can be listed one poll after it was reaped, its last sample unchanged). A pid that exits
+its memory: the kernel can reclaim or swap out pages of a sleeping process. So every such process
+that is returned is still checked once every `verify_every` polls (by pid, spread evenly over the
+polls): its `stat` is read, and the process read in full when that changed. When the kernel also
+reports the processes started and reaped, /proc is listed only once every `verify_every` polls;
+between listings the list is kept from those reports (a reaped pid is reported a moment after its
+/proc entry goes, so a process can be listed one poll after it was reaped, its last sample
+unchanged). A pid that exits
 between listing and reading, or whose file is torn, is dropped for that poll and counted, never an error.
 
 With `recheck` as well, a poll costs what changed, not what is there (10,000 idle processes): the
@@ -308,16 +309,16 @@ class ProcFS:
         known = self._unchanged.get(pid)
         if known is None:
             return _READ
+        sample = known[3]
+        static = self._static[pid]
+        if sample is None:  # not returned: what its memory does matters to no one
+            return None if not wanted(pid, static.cgroups) else _READ
         if (pid + self._poll) % self._verify_every == 0:
             try:
                 if read_bytes(f"{self._root}/{pid}/stat") != known[0]:
                     return _READ
             except _GONE:
                 return _READ  # gone: the read drops and counts it
-        sample = known[3]
-        static = self._static[pid]
-        if sample is None:
-            return None if not wanted(pid, static.cgroups) else _READ
         if sample.gpu_device_fds == 0 and not wanted(pid, static.cgroups):
             return None
         return sample
