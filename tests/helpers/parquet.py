@@ -3,7 +3,10 @@ then a live file; rows of three containers and host processes, every row field v
 
 from __future__ import annotations
 
+import os
 import random
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -153,3 +156,30 @@ def profile_answers(profile: dict[str, Any]) -> dict[str, float]:
         for stat in ("mean", "p95", "max"):
             out[f"{figure}_{stat}"] = float(profile[figure][stat])
     return out
+
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "datasets"
+ODD_NODE = "07 a=b%c"  # a digit first, a space, '=' and '%': escaped in the path, a string in the table
+
+
+def fixture_nodes(root: Path) -> Path:
+    """fixtures/datasets/nodes, and one more node with an odd name (a copy of cpu-c's rows)."""
+    nodes = Path(shutil.copytree(FIXTURES / "nodes", root / "nodes"))
+    shutil.copytree(nodes / "cpu-c", nodes / ODD_NODE)
+    return nodes
+
+
+def damaged_tree(root: Path) -> Path:
+    """fixtures/datasets/damaged, plus two dataset names that are not files: a FIFO and a directory."""
+    damaged = Path(shutil.copytree(FIXTURES / "damaged", root / "damaged"))
+    os.mkfifo(damaged / "pipe.jsonl")
+    (damaged / "directory.jsonl").mkdir()
+    return damaged
+
+
+# The datasets both engines are checked on, each made under a directory given.
+DATASETS: dict[str, Callable[[Path], Path]] = {
+    "generated fleet": lambda root: write_fleet(root / "nodes"),
+    "fixture nodes": fixture_nodes,
+    "damaged fixtures": damaged_tree,
+}

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import random
 import shutil
 import subprocess
@@ -19,6 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.helpers.cli import croft
 from tests.helpers.parquet import (
+    DATASETS,
+    FIXTURES,
     HOUR_MS,
     PROFILE_KEYS,
     START_MS,
@@ -39,8 +40,6 @@ from croft.domain.dataset.row import Row, ShortLived, SyscallRate
 duckdb = pytest.importorskip("duckdb")
 pytest.importorskip("pyarrow")
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "datasets"
-
 
 def stats_of(path: Path) -> dict[str, object]:
     done = croft("stats", str(path), "--json")
@@ -55,22 +54,6 @@ def table(export: Path) -> str:
 
 def parquet_stats(con: Any, export: Path) -> dict[str, object]:
     return dict(zip(STATS_KEYS, con.execute(stats_sql(table(export))).fetchone(), strict=True))
-
-
-def a_damaged_tree(root: Path) -> Path:
-    """The damaged fixtures, plus two dataset names that are not files: a FIFO and a directory."""
-    damaged = root / "damaged"
-    shutil.copytree(FIXTURES / "damaged", damaged)
-    os.mkfifo(damaged / "pipe.jsonl")
-    (damaged / "directory.jsonl").mkdir()
-    return damaged
-
-
-DATASETS = {
-    "generated fleet": lambda root: write_fleet(root / "nodes"),
-    "fixture nodes": lambda root: Path(shutil.copytree(FIXTURES / "nodes", root / "nodes")),
-    "damaged fixtures": a_damaged_tree,
-}
 
 
 @pytest.mark.parametrize("dataset", list(DATASETS))
@@ -89,6 +72,8 @@ def test_duckdb_over_the_export_answers_as_croft_does(tmp_path: Path, dataset: s
     mine = parquet_stats(con, export)
     theirs = json.loads(stats.stdout)
     assert mine == {key: theirs[key] for key in STATS_KEYS}
+    nodes_seen = con.execute(f"SELECT DISTINCT node FROM {table(export)} ORDER BY 1").fetchall()
+    assert [node for (node,) in nodes_seen] == theirs["nodes"]
     assert done.stdout.startswith(
         f"exported {theirs['files'] - (2 if dataset == 'damaged fixtures' else 0)} files"
     )

@@ -14,20 +14,18 @@ from typing import Any
 import pytest
 from tests.helpers.cli import croft
 from tests.helpers.parquet import (
+    DATASETS,
     PROFILE_KEYS,
     STATS_KEYS,
     profile_answers,
     profile_sql,
     stats_sql,
-    write_fleet,
 )
 
 pytest.importorskip("pyarrow")
 pytest.importorskip("pyspark")
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
-
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "datasets"
 
 
 @pytest.fixture(scope="module")
@@ -51,20 +49,6 @@ def spark() -> Iterator[Any]:
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
-
-
-def a_damaged_tree(root: Path) -> Path:
-    damaged = root / "damaged"
-    shutil.copytree(FIXTURES / "damaged", damaged)
-    os.mkfifo(damaged / "pipe.jsonl")
-    return damaged
-
-
-DATASETS = {
-    "generated fleet": lambda root: write_fleet(root / "nodes"),
-    "fixture nodes": lambda root: Path(shutil.copytree(FIXTURES / "nodes", root / "nodes")),
-    "damaged fixtures": a_damaged_tree,
-}
 
 
 @pytest.mark.parametrize("dataset", list(DATASETS))
