@@ -365,3 +365,12 @@ def test_every_row_comes_back_from_parquet_as_it_was(
     for value in back:
         value["unix_ms"] = (value["unix_ms"] - EPOCH) // dt.timedelta(milliseconds=1)
     assert [codec.row_from_dict(value) for value in back] == written
+
+
+def test_the_dataset_path_defaults_as_croft_stats_does(tmp_path: Path) -> None:
+    sample = FIXTURES / "sample"
+    done = croft("export", "--to", str(tmp_path / "export"), env={"DATASET_PATH": str(sample)})
+    assert done.returncode == 0, done.stderr
+    assert parquet_stats(duckdb.connect(), tmp_path / "export") == {
+        k: v for k, v in stats_of(sample).items() if k in STATS_KEYS
+    }
