@@ -12,14 +12,12 @@ bytes and decodes only the lines around a hit.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 from collections import Counter
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor
 from functools import partial
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from croft.adapters.dataset.files import (
     DatasetFile,
@@ -38,6 +36,9 @@ from croft.domain.dataset.profile import ContainerTrack, ProfileAccumulator, Sub
 from croft.domain.dataset.segments import SegmentSummary
 from croft.domain.dataset.skips import SkipTally
 from croft.domain.dataset.summary import FileFacts, StatsAccumulator
+
+if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
 
 PART_BYTES = 64 << 20  # plain files larger than this are read by several workers
 INLINE_BYTES = 64 << 20  # lines (decompressed) below which a pool costs more than it saves
@@ -178,6 +179,10 @@ def _run(
     if workers <= 1 or sum(map(work_bytes, parts)) < inline_bytes:
         results: Iterator[T] = map(task, parts)
     else:
+        # Imported here: a read that needs no pool (a summarized dataset) does without them.
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
         # fork: workers start in milliseconds and re-import nothing; the readers run no threads.
         pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
         results = _closing(pool, pool.map(task, parts))

@@ -9,13 +9,11 @@ would cost a second). A segment without a trusted summary is scanned, as before.
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 import os
 import time
 import zlib
 from collections import Counter
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import attrs
@@ -103,6 +101,9 @@ def load_all(
     frames = [read_frame(f) for f in files]
     checks = [(f.path, s.data_bytes) for f, s in zip(files, frames, strict=True) if s is not None]
     if workers > 1 and sum(size for _, size in checks) >= pool_bytes:
+        import multiprocessing  # here: a read that needs no pool does without them
+        from concurrent.futures import ProcessPoolExecutor
+
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
             crcs = iter(list(pool.map(_data_crc, checks, chunksize=max(len(checks) // (4 * workers), 1))))
     else:
