@@ -6,6 +6,7 @@ incremental one (`recheck` given: only what changed is looked at)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Collection
 from pathlib import Path
@@ -62,6 +63,24 @@ def burn_more(proc: Path, pid: int) -> None:
     path.write_bytes(head + b") " + b" ".join(fields))
 
 
+def reclaim(proc: Path, pid: int, pages: int = 10) -> None:
+    """Take `pages` resident pages from `pid`, as the kernel reclaiming them while it sleeps would:
+    `stat` (field 24) and `statm` (its second number) both say so."""
+    path = proc / str(pid) / "stat"
+    head, _, tail = path.read_bytes().rpartition(b") ")
+    fields = tail.split(b" ")
+    fields[21] = str(int(fields[21]) - pages).encode()
+    path.write_bytes(head + b") " + b" ".join(fields))
+    write_statm(proc, pid)
+
+
+def write_statm(proc: Path, pid: int) -> None:
+    """`statm` as the kernel writes it for `pid`'s `stat` (size and resident pages; the rest 0)."""
+    fields = (proc / str(pid) / "stat").read_bytes().rpartition(b") ")[2].split(b" ")
+    size = int(fields[20]) // os.sysconf("SC_PAGE_SIZE")
+    (proc / str(pid) / "statm").write_bytes(f"{size} {int(fields[21])} 0 0 0 0 0\n".encode())
+
+
 def by_tgid(samples: tuple[ProcessSample, ...]) -> dict[int, ProcessSample]:
     return {s.tgid: s for s in samples}
 
@@ -83,19 +102,33 @@ def test_a_process_that_did_not_run_is_not_read_and_one_that_ran_is(proc: Path, 
 
 
 def test_every_process_is_checked_once_every_verify_every_polls(proc: Path, incremental: bool) -> None:
+    pids = [pid for pid in PIDS.values() if (proc / str(pid)).exists()]
+    for pid in pids:
+        write_statm(proc, pid)
     procfs = Scanner(ProcFS(proc, verify_every=3), incremental)
-    procfs.scan(everything, NOBODY)
-    for pid in PIDS.values():
-        if (proc / str(pid)).exists():
-            burn_more(proc, pid)
-    original = by_tgid(ProcFS(PROCFS / "proc").scan(everything)[0])
+    original = by_tgid(procfs.scan(everything, NOBODY))
+    for pid in pids:
+        reclaim(proc, pid)
     seen: dict[int, int] = {}
     for poll in range(3):
         for sample in procfs.scan(everything, NOBODY):
-            if sample.cpu_ticks != original[sample.tgid].cpu_ticks:
+            if sample.rss_bytes != original[sample.tgid].rss_bytes:
                 seen.setdefault(sample.tgid, poll)
-    assert sorted(seen) == sorted(pid for pid in PIDS.values() if (proc / str(pid)).exists())
+    assert sorted(seen) == sorted(pids)
     assert len(set(seen.values())) > 1  # spread over the polls, not all in one
+
+
+def test_a_check_reads_a_process_again_only_when_its_memory_changed(proc: Path, incremental: bool) -> None:
+    idle = PIDS["idle"]
+    write_statm(proc, idle)
+    procfs = Scanner(ProcFS(proc, verify_every=1), incremental)  # every process checked every poll
+    before = by_tgid(procfs.scan(everything, NOBODY))[idle]
+    assert by_tgid(procfs.scan(everything, NOBODY))[idle] is before
+    reclaim(proc, idle)
+    after = by_tgid(procfs.scan(everything, NOBODY))[idle]
+    assert after.rss_bytes == before.rss_bytes - 10 * os.sysconf("SC_PAGE_SIZE")
+    (proc / str(idle) / "statm").write_bytes(b"torn")  # not believed: the process is read, as it is
+    assert by_tgid(procfs.scan(everything, NOBODY))[idle] == after
 
 
 def test_a_moved_process_is_read_with_its_new_cgroups(proc: Path, incremental: bool) -> None:
