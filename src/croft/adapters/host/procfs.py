@@ -16,11 +16,11 @@ not read at all: its previous sample is returned as it was. Everything procfs sa
 change by it running (counters, threads, exe, cwd, cmdline, GPU files) or by a move (cgroups), but
 its memory: the kernel can reclaim or swap out pages of a sleeping process. So every such process
 that is returned is still checked once every `verify_every` polls (by pid, spread evenly over the
-polls): its `statm` is read, and the process read in full when its size or resident pages
-changed. When the kernel also reports the processes started and reaped, /proc is listed only once
-every `verify_every` polls; between listings the list is kept from those reports (a reaped pid is
-reported a moment after its /proc entry goes, so a process can be listed one poll after it was
-reaped, its last sample unchanged). A pid that exits
+polls): its `stat` is read, and the process read in full when that changed. When the kernel also
+reports the processes started and reaped, /proc is listed only once every `verify_every` polls;
+between listings the list is kept from those reports (a reaped pid is reported a moment after its
+/proc entry goes, so a process can be listed one poll after it was reaped, its last sample
+unchanged). A pid that exits
 between listing and reading, or whose file is torn, is dropped for that poll and counted, never an error.
 
 With `recheck` as well, a poll costs what changed, not what is there (10,000 idle processes): the
@@ -313,20 +313,20 @@ class ProcFS:
         static = self._static[pid]
         if sample is None:  # not returned: what its memory does matters to no one
             return None if not wanted(pid, static.cgroups) else _READ
-        if (pid + self._poll) % self._verify_every == 0 and not self._same_memory(pid, known[1]):
+        if (pid + self._poll) % self._verify_every == 0 and not self._same_memory(pid, known[0]):
             return _READ
         if sample.gpu_device_fds == 0 and not wanted(pid, static.cgroups):
             return None
         return sample
 
-    def _same_memory(self, pid: int, stat: Stat) -> bool:
-        """Whether a process that did not run still has the size and resident pages of its last
-        read (`statm`, a quarter cheaper than `stat`: the only numbers of `stat` that change while
-        it sleeps). A file that is gone or torn says no: the read then drops and counts it."""
+    def _same_memory(self, pid: int, stat_bytes: bytes) -> bool:
+        """Whether a process that did not run still has the `stat` of its last read (its memory is
+        what can change while it sleeps). A file that is gone or torn says no: the read then drops
+        and counts it. (Not `statm`: its resident pages are the exact sum of the per-CPU counters,
+        `stat`'s their cheap approximate, so the two differ.)"""
         try:
-            size, resident, _ = read_bytes(f"{self._root}/{pid}/statm").split(b" ", 2)
-            return int(resident) == stat.rss_pages and int(size) * self._page_size == stat.vsize_bytes
-        except (*_GONE, ValueError):
+            return read_bytes(f"{self._root}/{pid}/stat") == stat_bytes
+        except _GONE:
             return False
 
     def _sample(self, pid: int, wanted: Wanted, moved: bool = False) -> ProcessSample | None:
