@@ -4,14 +4,17 @@ with the backlog, determinism per seed; and the croft arm decides through croft.
 from __future__ import annotations
 
 import itertools
+import random
 import re
 
 import attrs
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from croft.runs.load import send_times
 from croft.sim import ARMS, SimApp, SimOptions, simulate
+from croft.sim.cluster import Cluster
 
 APP = SimApp("webapp", "croft-exp", "webapp", cpu_limit_cores=1.0, cpu_per_request_ms=50, calls_per_request=2)
 
@@ -195,9 +198,9 @@ def test_pod_delays_are_measured_from_the_scale_up_the_object_and_its_containers
     assert delays.pod_start.values_s == (2.0, 4.0)
     assert delays.readiness.values_s == (1.5,)
     assert delays.sim_overrides() == {
-        "controller_delay_s": (0.2, 0.4),
+        "controller_delay_s": (0.4, 0.2, 0.3),
         "pod_start_s": (2.0, 4.0),
-        "readiness_s": (1.5, 1.5),
+        "readiness_s": (1.5,),
     }
     assert delays.pod_start.text() == "3.0 ± 1.4 s (range 2.0-4.0, n=2)"
     assert measure([]).sim_overrides() == {} and measure([]).readiness.text() == "not measured"
@@ -210,3 +213,25 @@ def test_a_pod_given_half_its_cpu_limit_serves_at_half_the_speed_and_uses_half_t
     assert all(r.ok == 8 and r.p50_ms == 100.0 for r in result.rows)
     cores = [v for _, series, _, v in result.prometheus if series == "cpu_cores"]
     assert cores and all(v <= 0.5 for v in cores) and max(cores) > 0.3
+
+
+@given(
+    st.lists(st.floats(0, 30, allow_nan=False), min_size=1, max_size=12),
+    st.integers(0, 2**32 - 1),
+)
+def test_a_sampled_delay_is_one_of_the_values_measured(values: list[float], seed: int) -> None:
+    """Measured delays are skewed (most pods in a second, one in tens): drawn from the values, a
+    new pod's delay is one of them, never a value between that no pod took."""
+    app = attrs.evolve(APP, readiness_s=tuple(values), sampled_delays=frozenset({"readiness_s"}))
+    cluster = Cluster(app, random.Random(seed), horizon_s=60.0)
+    cluster.set_replicas(0.0, 6, "croft", "")
+    for pod in cluster.pods[1:]:
+        assert any(pod.ready_s - pod.started_s == pytest.approx(v) for v in values)
+
+
+def test_a_range_not_named_sampled_is_drawn_uniformly_between_its_bounds() -> None:
+    app = attrs.evolve(APP, readiness_s=(1.0, 3.0))
+    cluster = Cluster(app, random.Random(7), horizon_s=60.0)
+    cluster.set_replicas(0.0, 10, "croft", "")
+    drawn = [p.ready_s - p.started_s for p in cluster.pods[1:]]
+    assert all(1.0 <= d <= 3.0 for d in drawn) and len({round(d, 6) for d in drawn}) > 2

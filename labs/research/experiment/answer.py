@@ -56,10 +56,14 @@ class Tuning:
     metric_resolution_s: float | None = None
     hpa_down_stabilization_s: float | None = None
 
-    def app(self, app: apps.App, measured: Mapping[str, tuple[float, float]] | None = None) -> apps.App:
-        """`app` with the measured delays, then the given ones, and the CPU share and request."""
-        app = apps.with_delays(app, {**(measured or {}), **self.delays})
-        extra = {"cpu_share": self.cpu_share, "cpu_request_cores": self.cpu_request_cores}
+    def app(self, app: apps.App, measured: Mapping[str, tuple[float, ...]] | None = None) -> apps.App:
+        """`app` with the measured delays (drawn from the values measured), then the given ones (a
+        range, drawn uniformly), and the CPU share and request."""
+        measured = dict(measured or {})
+        app = apps.with_delays(app, {**measured, **self.delays})
+        sampled = sorted(set(measured) - set(self.delays))
+        extra: dict[str, Any] = {"cpu_share": self.cpu_share, "cpu_request_cores": self.cpu_request_cores}
+        extra["sampled_delays"] = sampled or None
         return attrs.evolve(app, sim={**app.sim, **{k: v for k, v in extra.items() if v is not None}})
 
     def options(self, options: SimOptions) -> SimOptions:
@@ -246,8 +250,8 @@ CASE_TITLES = {
 }
 
 
-def _range(bounds: tuple[float, float]) -> str:
-    low, high = bounds
+def _range(values: tuple[float, ...]) -> str:
+    low, high = min(values), max(values)
     return f"{low:g}" if low == high else f"{low:g}-{high:g}"
 
 

@@ -58,6 +58,8 @@ class App:
     def sim_app(self) -> SimApp:
         """The simulator's view of this app: its calibration taken as the truth."""
         extra: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in self.sim.items()}
+        if "sampled_delays" in extra:
+            extra["sampled_delays"] = frozenset(extra["sampled_delays"])
         return SimApp(
             name=self.name,
             namespace=self.namespace,
@@ -75,8 +77,9 @@ class App:
 DELAY_FIELDS = ("controller_delay_s", "pod_start_s", "readiness_s")
 
 
-def with_delays(app: App, delays: Mapping[str, tuple[float, float]]) -> App:
-    """`app` with its simulated pod delays (fields of `DELAY_FIELDS`: (low, high) s) replaced."""
+def with_delays(app: App, delays: Mapping[str, tuple[float, ...]]) -> App:
+    """`app` with its simulated pod delays (fields of `DELAY_FIELDS`: (low, high) s, or the values
+    measured when the app's sim names the field in `sampled_delays`) replaced."""
     unknown = set(delays) - set(DELAY_FIELDS)
     if unknown:
         raise AppError(f"unknown pod delays {sorted(unknown)}; the delays are {', '.join(DELAY_FIELDS)}")

@@ -208,7 +208,7 @@ def versus(
 
 
 def _delays_text(measured: PodDelays, given: Mapping[str, tuple[float, float]]) -> str:
-    lines = ["pod delays measured on the real runs (the simulator draws uniformly over each range):"]
+    lines = ["pod delays measured on the real runs (the simulator draws from the values measured):"]
     for field, name, spread in (
         ("controller_delay_s", "scale-up -> pod created", measured.controller),
         ("pod_start_s", "pod created -> containers running (start delay)", measured.pod_start),

@@ -41,7 +41,10 @@ class SimApp:
     from real runs' timelines. `cpu_share` is the share of its CPU limit a pod really gets (1: all
     of it; a loaded node gives less, and a pod then serves `cpu_share × limit ÷ CPU per request`
     requests/s and uses at most `cpu_share × limit` cores); `cpu_request_cores` the pods' CPU
-    request, which the HPA's utilization divides by (None: the limit)."""
+    request, which the HPA's utilization divides by (None: the limit). A delay named in
+    `sampled_delays` is drawn from its values as measured (each equally likely) instead of uniformly
+    between its two bounds: measured delays are skewed (most pods in a second, one in tens), and a
+    uniform range over them moves the mean towards the outlier."""
 
     name: str
     namespace: str
@@ -51,13 +54,14 @@ class SimApp:
     calls_per_request: float
     syscall: str = "sendto"
     service_cv: float = 0.1
-    controller_delay_s: tuple[float, float] = (0.1, 0.5)
-    pod_start_s: tuple[float, float] = (1.0, 3.0)
-    readiness_s: tuple[float, float] = (1.0, 2.0)
+    controller_delay_s: tuple[float, ...] = (0.1, 0.5)
+    pod_start_s: tuple[float, ...] = (1.0, 3.0)
+    readiness_s: tuple[float, ...] = (1.0, 2.0)
     max_replicas: int = 10
     target: float = 0.7
     cpu_share: float = 1.0
     cpu_request_cores: float | None = None
+    sampled_delays: frozenset[str] = frozenset()
 
 
 @attrs.define
@@ -120,8 +124,11 @@ class Cluster:
         self.arrivals[name] = [0] * self._bins
         return pod
 
-    def _uniform(self, bounds: tuple[float, float]) -> float:
-        return self._rng.uniform(*bounds)
+    def _delay(self, field: str, values: tuple[float, ...]) -> float:
+        if field in self.app.sampled_delays:
+            return self._rng.choice(values)
+        low, high = values
+        return self._rng.uniform(low, high)
 
     def set_replicas(self, now_s: float, replicas: int, source: str, reason: str) -> None:
         """spec.replicas := `replicas` at `now_s`: the ReplicaSet creates pods (after the controller
@@ -133,9 +140,9 @@ class Cluster:
         )
         if replicas > self.spec_replicas:
             for _ in range(replicas - self.spec_replicas):
-                created = now_s + self._uniform(self.app.controller_delay_s)
-                started = created + self._uniform(self.app.pod_start_s)
-                self._new_pod(created, started, started + self._uniform(self.app.readiness_s))
+                created = now_s + self._delay("controller_delay_s", self.app.controller_delay_s)
+                started = created + self._delay("pod_start_s", self.app.pod_start_s)
+                self._new_pod(created, started, started + self._delay("readiness_s", self.app.readiness_s))
         else:
             alive = [p for p in self.pods if p.deleted_s is None]
             alive.sort(key=lambda p: (p.ready(now_s), p.created_s), reverse=True)

@@ -31,7 +31,7 @@ class Spread:
 
     @property
     def bounds(self) -> tuple[float, float] | None:
-        """(min, max): the range the simulator draws from uniformly; None when nothing was measured."""
+        """(min, max); None when nothing was measured."""
         return (min(self.values_s), max(self.values_s)) if self.values_s else None
 
     def text(self) -> str:
@@ -49,16 +49,17 @@ class PodDelays:
     pod_start: Spread
     readiness: Spread
 
-    def sim_overrides(self) -> dict[str, tuple[float, float]]:
-        """`SimApp` fields for the measured delays (those measured at least once)."""
-        out: dict[str, tuple[float, float]] = {}
+    def sim_overrides(self) -> dict[str, tuple[float, ...]]:
+        """`SimApp` fields for the measured delays (those measured at least once): the values as
+        measured, for a `SimApp` that names them in `sampled_delays`."""
+        out: dict[str, tuple[float, ...]] = {}
         for field, spread in (
             ("controller_delay_s", self.controller),
             ("pod_start_s", self.pod_start),
             ("readiness_s", self.readiness),
         ):
-            if spread.bounds is not None:
-                out[field] = spread.bounds
+            if spread.values_s:
+                out[field] = spread.values_s
         return out
 
 

@@ -317,7 +317,11 @@ def simulate(
         burst_onset_ms=None if burst_s is None else start_ms + round(burst_s[0] * 1000),
         burst_end_ms=None if burst_s is None else start_ms + round(burst_s[1] * 1000),
         containers=tuple((p.name, cid) for p in pods for cid in p.container_ids),
-        simulated={"seed": options.seed, "timeout_s": options.timeout_s, "app": attrs.asdict(app)},
+        simulated={
+            "seed": options.seed,
+            "timeout_s": options.timeout_s,
+            "app": attrs.asdict(app, value_serializer=_json_value),
+        },
     )
     return SimResult(
         record=record,
@@ -326,3 +330,8 @@ def simulate(
         prometheus=tuple(prometheus),
         scaler_log=tuple(croft.log if croft is not None else ()),
     )
+
+
+def _json_value(instance: object, field: object, value: object) -> object:
+    """A set (`SimApp.sampled_delays`) as a sorted list: the record is JSON."""
+    return sorted(value) if isinstance(value, frozenset) else value
