@@ -20,7 +20,7 @@ did. Here requests cost half the spec's (CPU_MS=25) and pods get a quarter of a 
 the spec. With the manifest's readiness probe (1 s timeout, 3 failures) the one saturated pod went unready
 3 s into the burst: the Service dropped it, every request failed, and the HPA, which counts only
 ready pods, reported "did not receive metrics for any ready pods" and never scaled. To compare the
-autoscalers rather than the probe, the probes are relaxed as experiments.md does for
+autoscalers rather than the probe, the probes are relaxed as docs/experiments.md does for
 hotel-reservation (`--probes relaxed`; `--probes default` repeats that first finding).
 
 The burst holds 120 s as in the spec; the base before and after it is shortened
