@@ -100,8 +100,20 @@ def bpf_program_fds(pid: int) -> int:
 
 
 def send_requests(ip: str, count: int) -> None:
-    """`count` GET /work on one keep-alive connection, each read to the end."""
-    connection = http.client.HTTPConnection(ip, 8080, timeout=30)
+    """`count` GET /work on one keep-alive connection, each read to the end. The test pods have no
+    readiness probe (it would add sendto calls), so Ready means the container started, not that
+    the server listens yet: a refused connection is retried for 30 s."""
+    deadline = time.monotonic() + 30
+    while True:
+        connection = http.client.HTTPConnection(ip, 8080, timeout=30)
+        try:
+            connection.connect()
+            break
+        except ConnectionRefusedError:
+            connection.close()
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
     try:
         for _ in range(count):
             connection.request("GET", "/work")
