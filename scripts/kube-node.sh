@@ -171,12 +171,15 @@ build() {
     local upstream=${version%%-*}
     upstream=${upstream##*really}
     upstream=${upstream%%+*}
+    # One Go cache for both builds (kube-apiserver.sh, kube-node.sh), each in the same tree directory
+    # (package directories are part of the cache keys), so the node build reuses every package the
+    # first one compiled. hack/lib/golang.sh sets GOCACHE=_output/local/go/cache whatever the
+    # environment says: that path is a link to the shared cache.
+    mkdir -p "$tree/_output/local/go" "$cache/$version/gocache"
+    ln -sfn "$cache/$version/gocache" "$tree/_output/local/go/cache"
     (
         cd "$tree/.go/src/k8s.io/kubernetes"
-        # one Go cache for both builds (kube-apiserver.sh, kube-node.sh), each in the same tree directory
-        # (the build's -trimpath=<tree> is part of every cache key): the node build reuses every package
-        # the first one compiled
-        export GOPATH=$tree/.go GOCACHE=$cache/$version/gocache CGO_ENABLED=0 GOPROXY=off GOFLAGS=
+        export GOPATH=$tree/.go CGO_ENABLED=0 GOPROXY=off GOFLAGS=
         export KUBE_GIT_VERSION="v$upstream" KUBE_GIT_TREE_STATE=clean KUBE_GIT_COMMIT=debian-$version
         export KUBE_GIT_MAJOR=${upstream%%.*} KUBE_GIT_MINOR=$(echo "$upstream" | cut -d. -f2)
         make WHAT="cmd/kubelet cmd/kube-scheduler cmd/kube-proxy"
