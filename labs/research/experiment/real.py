@@ -42,6 +42,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import apps
+import kube
 import profiles
 import web
 
@@ -147,21 +148,15 @@ def answers(url: str) -> bool:
         return False
 
 
-def settle(kubectl: str, kubeconfig: str, namespace: str, app: apps.App) -> None:
+def settle(k: kube.Kubectl, app: apps.App) -> None:
     """Back to one pod, the others gone, before the next run: the next run's baseline must not see
     the last one's pods draining their backlog (the harness starts a run while they terminate)."""
-    base = [kubectl, "--kubeconfig", kubeconfig, "-n", namespace]
-    subprocess.run([*base, "delete", "hpa", "--all"], capture_output=True, check=False)
-    subprocess.run([*base, "scale", f"deployment/{app.deployment}", "--replicas=1"], check=True)
+    k.run("-n", app.namespace, "delete", "hpa", "--all", check=False)
+    k.run("-n", app.namespace, "scale", f"deployment/{app.deployment}", "--replicas=1")
 
     def one_pod() -> bool:
-        out = subprocess.run(
-            [*base, "get", "pods", "-l", app.selector, "-o", "name"],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        return out.returncode == 0 and len(out.stdout.split()) == 1
+        names = k.run("-n", app.namespace, "get", "pods", "-l", app.selector, "-o", "name", check=False)
+        return len(names.split()) == 1
 
     wait_for("one webapp pod left", one_pod, 300)
 
@@ -199,6 +194,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         script("image-build", WEBAPP_IMAGE, str(context), str(context / "Dockerfile"))
         kubeconfig = values["KUBECONFIG"]
         kubectl = str(Path(values["CROFT_K8S_BIN"]) / "kubectl")
+        k = kube.Kubectl(kubectl, kubeconfig)
         subprocess.run(
             [croft, "deploy", "kubernetes", "--image", COLLECTOR_IMAGE, "--kernel-5-11-or-later",
              "--kubeconfig", kubeconfig, "--timeout", "300"],
@@ -240,7 +236,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                     print(f"[{time.time() - started:6.0f} s] repeat {repeat}, arm {arm}", flush=True)
                     run_dir = web.web(options)
                     print(f"[{time.time() - started:6.0f} s] {run_dir}", flush=True)
-                    settle(kubectl, kubeconfig, args.namespace, app)
+                    settle(k, app)
         dataset = out / "nodes" / values.get("CROFT_NODE_NAME", "node")
         dataset.mkdir(parents=True, exist_ok=True)
         for f in DATASET_DIR.glob("croft-dataset*"):

@@ -28,7 +28,7 @@ from croft.adapters.dataset.files import (
     shown,
     work_bytes,
 )
-from croft.adapters.dataset.scan import default_workers
+from croft.adapters.dataset.scan import INLINE_BYTES, default_workers
 from croft.domain.dataset.export import (
     STATE_NAME,
     BadState,
@@ -48,7 +48,6 @@ if TYPE_CHECKING:
     from croft.adapters.dataset.parquet import PartWriter
 
 BATCH_ROWS = 20_000  # rows turned into one Arrow table at a time
-INLINE_BYTES = 64 << 20  # bytes of lines below which a pool of workers costs more than it saves
 _HASH_READ_BYTES = 1 << 20
 
 
