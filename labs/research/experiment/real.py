@@ -176,6 +176,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         choices=("default", "relaxed"),
         help="the webapp's probe timing (run.py web --probes); relaxed by default: see the module docstring",
     )
+    parser.add_argument(
+        "--no-keepalive",
+        action="store_true",
+        help="the load generator opens a connection per request (kube-proxy then balances requests, "
+        "not connections)",
+    )
     parser.add_argument("--namespace", default="croft-exp")
     parser.add_argument("--keep", action="store_true", help="leave the node running")
     args = parser.parse_args(argv)
@@ -232,6 +238,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                         prometheus=prometheus,
                         ready_timeout_s=300,
                         probes=args.probes,
+                        keepalive=not args.no_keepalive,
                     )
                     print(f"[{time.time() - started:6.0f} s] repeat {repeat}, arm {arm}", flush=True)
                     run_dir = web.web(options)

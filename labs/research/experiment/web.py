@@ -145,7 +145,7 @@ def web(options: WebOptions) -> Path:
     else:
         say("no prometheus.csv: pass --prometheus URL to export the series")
     burst = options.profile.burst_s
-    load: dict[str, object] = {"mode": "open-loop", **options.profile.meta()}
+    load: dict[str, object] = {"mode": "open-loop", "keepalive": options.keepalive, **options.profile.meta()}
     if options.users is not None:
         # Closed-loop users follow no profile but its length: no burst to score (compare skips it).
         burst = None
