@@ -9,12 +9,15 @@ segments (random bytes: zstd output does not compress further) and a live file o
 `croft collect --url NODE=URL ...` (the real command, one process for all nodes) copies everything
 into an empty directory; `curl` (one process per node, every file of the node in that one process)
 fetches the same files. Best of `--rounds`, arms alternating. Then a second collect into the
-complete copy: its bytes moved (HTTP bodies: index, overlaps) against the first's.
+complete copy: its bytes moved (HTTP bodies: index, overlaps) against the first's. croft's modules
+are byte-compiled first, as an install leaves them (an editable install run under
+PYTHONDONTWRITEBYTECODE, as CI and this machine set it, compiles them again at every start).
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
 import re
 import resource
@@ -139,6 +142,9 @@ def main() -> int:
         print("benchmarks/collect.py: curl is not installed; apt-get install curl", file=sys.stderr)
         return 1
     dirs = generate(args.nodes, args.segments, args.segment_mb, args.live_mb)
+    import croft
+
+    compileall.compile_dir(Path(croft.__file__).parent, quiet=1)
     total = sum(p.stat().st_size for d in dirs for p in d.iterdir())
     out = DATA / "out"
     collect_s: list[tuple[float, float]] = []

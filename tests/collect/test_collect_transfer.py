@@ -206,6 +206,37 @@ def test_collect_command_copies_from_direct_collectors(node: Path, tmp_path: Pat
     assert stats.returncode == 0, stats.stderr
 
 
+# What `croft collect --url` must not import: its start is most of a local copy's time
+# (benchmarks/collect.py), and none of these serve the copy.
+NOT_FOR_COLLECT = (
+    "cyclopts", "rich", "httpx", "kubernetes", "zstandard", "msgspec", "yaml", "cattrs", "bcc", "pynvml",
+    "prometheus_client", "concurrent.futures", "logging", "croft.domain.deploy.manifests",
+    "croft.domain.dataset.row", "croft.adapters.dataset.files", "croft.app.options",
+)  # fmt: skip
+
+
+def test_collect_imports_only_what_the_copy_needs(node: Path, tmp_path: Path) -> None:
+    """`croft collect --url` run in a process of its own, as `croft` runs it (its main()): a first
+    copy and an unchanged second one, then the modules it imported."""
+    write_polls(node, 0, 20, START_MS)
+    code = (
+        "import sys; from croft.app.cli import main\n"
+        "code = main(sys.argv[1:])\n"
+        f"heavy = [m for m in {NOT_FOR_COLLECT!r} if m in sys.modules]\n"
+        "print('heavy=' + ','.join(heavy)); sys.exit(code)"
+    )
+    out = tmp_path / "nodes"
+    with collector(node) as server:
+        argv = [sys.executable, "-c", code, "collect", "--url", f"gpu-a={server.url}", "--out", str(out)]
+        runs = [subprocess.run(argv, capture_output=True, text=True, timeout=60) for _ in range(2)]
+    for run in runs:
+        assert run.returncode == 0, run.stderr
+        assert run.stdout.splitlines()[-1] == "heavy="
+    assert runs[0].stdout.startswith("gpu-a: 1 files, ")
+    assert runs[1].stdout.startswith("gpu-a: 0 files, 0 bytes copied, 1 unchanged")
+    assert (out / "gpu-a" / LIVE).read_bytes() == (node / LIVE).read_bytes()
+
+
 def test_nodes_copied_at_once_report_in_node_order(tmp_path: Path) -> None:
     """Several nodes are copied at once; the lines still come in node order, a node that is gone
     fails alone, and every other node's copy is exact."""

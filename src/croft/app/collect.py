@@ -1,19 +1,23 @@
-"""croft collect: pull each node's dataset from the DaemonSet."""
+"""croft collect: pull each node's dataset from the DaemonSet.
+
+Its options are plain (help from the docstring, no `cyclopts.Parameter`), so that `croft collect`
+runs without importing cyclopts (`croft.app.fastargs`); keep this module's imports to what the copy
+needs, and test them (tests/unit/test_cli.py).
+"""
 
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
-from cyclopts import Parameter
 
-from croft.app.options import check_number
-from croft.domain.deploy.manifests import COLLECTOR_SELECTOR, METRICS_PORT
+from croft.app.checks import check_number
+from croft.domain.deploy.labels import COLLECTOR_SELECTOR, METRICS_PORT
 from croft.errors import UserError
 
 if TYPE_CHECKING:
@@ -27,31 +31,37 @@ Targets = list[tuple[str, Callable[[], AbstractContextManager["HttpDatasetSource
 
 def collect(
     *,
-    namespace: Annotated[str, Parameter(help="the collector's namespace")] = "croft",
-    out: Annotated[Path, Parameter(help="where per-node directories go")] = Path("research/data/nodes"),
-    kubeconfig: Annotated[
-        Path | None, Parameter(help="the kubeconfig; default: $KUBECONFIG, ~/.kube/config or in-cluster")
-    ] = None,
-    selector: Annotated[str, Parameter(help="label selector of the collector pods")] = COLLECTOR_SELECTOR,
-    port: Annotated[int, Parameter(help="the collectors' --metrics-addr port")] = METRICS_PORT,
-    url: Annotated[
-        tuple[str, ...],
-        Parameter(
-            help="NODE=URL of a collector reached directly (e.g. one started by croft deploy docker), "
-            "instead of the cluster; repeatable"
-        ),
-    ] = (),
-    timeout: Annotated[
-        float, Parameter(help="seconds a collector may stay silent before it counts as gone")
-    ] = 30.0,
-    deadline: Annotated[
-        float,
-        Parameter(
-            help="seconds the whole collect may take; what landed by then is kept and continued next time"
-        ),
-    ] = 3600.0,
+    namespace: str = "croft",
+    out: Path = Path("research/data/nodes"),
+    kubeconfig: Path | None = None,
+    selector: str = COLLECTOR_SELECTOR,
+    port: int = METRICS_PORT,
+    url: tuple[str, ...] = (),
+    timeout: float = 30.0,
+    deadline: float = 3600.0,
 ) -> int:
-    """Copy each collector pod's closed segments and live file into <out>/<node>/."""
+    """Copy each collector pod's closed segments and live file into <out>/<node>/.
+
+    Parameters
+    ----------
+    namespace
+        the collector's namespace
+    out
+        where per-node directories go
+    kubeconfig
+        the kubeconfig; default: $KUBECONFIG, ~/.kube/config or in-cluster
+    selector
+        label selector of the collector pods
+    port
+        the collectors' --metrics-addr port
+    url
+        NODE=URL of a collector reached directly (e.g. one started by croft deploy docker), instead of
+        the cluster; repeatable
+    timeout
+        seconds a collector may stay silent before it counts as gone
+    deadline
+        seconds the whole collect may take; what landed by then is kept and continued next time
+    """
     from croft.adapters.dataset.fetch import Deadline
 
     if out.exists() and not out.is_dir():
@@ -181,15 +191,16 @@ def copy_all(targets: Targets, out: Path, deadline: Deadline | None = None) -> i
     stop = deadline if deadline is not None else Deadline(None)
     failed = 0
     moved = written = 0
-    with _bar() as bar, ThreadPoolExecutor(max_workers=max(min(PARALLEL_NODES, len(targets)), 1)) as pool:
+    with _bar() as bar:
         tasks = [bar.start(node) for node, _ in targets]
-        futures = [
-            pool.submit(_copy_node, open_source, out / node, task) for (node, open_source), task in zip(
-                targets, tasks, strict=True)
-        ]  # fmt: skip
+        calls = [
+            (_copy_node, open_source, out / node, task)
+            for (node, open_source), task in zip(targets, tasks, strict=True)
+        ]
+        workers = _InOrder(calls, max(min(PARALLEL_NODES, len(targets)), 1))
         try:
-            for (node, _), task, future in zip(targets, tasks, futures, strict=True):
-                outcome = future.result()
+            for at, ((node, _), task) in enumerate(zip(targets, tasks, strict=True)):
+                outcome = workers.result(at)
                 bar.done(task)
                 moved += outcome.moved_bytes
                 written += outcome.written_bytes
@@ -198,11 +209,56 @@ def copy_all(targets: Targets, out: Path, deadline: Deadline | None = None) -> i
         except BaseException:
             stop.stop()
             raise
+        finally:
+            workers.join()
     print(
         f"{len(targets) - failed} of {len(targets)} nodes collected into {out}: "
         f"{_mb(written)} written, {_mb(moved)} moved"
     )
     return 1 if failed else 0
+
+
+class _InOrder:
+    """Each call `(function, *args)` run on one of `workers` threads, taken in order; `result(i)`
+    waits for the i-th call's outcome (raising what it raised). (A ThreadPoolExecutor without
+    concurrent.futures' imports, logging among them, which `croft collect`'s start does not need.)"""
+
+    def __init__(self, calls: list[tuple[Any, ...]], workers: int) -> None:
+        self._calls = calls
+        self._outcomes: list[tuple[bool, Any]] = [(False, None)] * len(calls)
+        self._done = [threading.Event() for _ in calls]
+        self._next = iter(range(len(calls)))
+        self._lock = threading.Lock()
+        self._threads = [
+            threading.Thread(target=self._work, name=f"croft-collect-{n}") for n in range(workers)
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def _work(self) -> None:
+        while True:
+            with self._lock:
+                at = next(self._next, None)
+            if at is None:
+                return
+            function, *args = self._calls[at]
+            try:
+                self._outcomes[at] = (True, function(*args))
+            except BaseException as exc:  # handed to the caller by result()
+                self._outcomes[at] = (False, exc)
+            finally:
+                self._done[at].set()
+
+    def result(self, at: int) -> Any:
+        self._done[at].wait()
+        ok, value = self._outcomes[at]
+        if not ok:
+            raise value
+        return value
+
+    def join(self) -> None:
+        for thread in self._threads:
+            thread.join()
 
 
 def _report(node: str, outcome: _Outcome) -> None:

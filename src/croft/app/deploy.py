@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from cyclopts import App, Parameter
 
-from croft.app.options import check_number
+from croft.app.checks import check_number
 from croft.errors import UserError
 
 if TYPE_CHECKING:
@@ -171,7 +171,8 @@ def _undeploy(options: DeployOptions, kubeconfig: Path | None, dry_run: bool) ->
     from croft.adapters.kube.cluster import Kube, load_configuration
     from croft.adapters.kube.port import KubeError, NotFound
     from croft.domain.deploy.cluster import describe, object_path
-    from croft.domain.deploy.manifests import APP_LABEL, manifests
+    from croft.domain.deploy.labels import APP_LABEL
+    from croft.domain.deploy.manifests import manifests
     from croft.domain.deploy.undeploy import plan
 
     docs = manifests(options)
@@ -263,7 +264,7 @@ def wait_for_rollout(kube: Kube, options: DeployOptions, timeout_s: float, verb:
 
     from croft.adapters.kube.port import KubeError
     from croft.domain.deploy.cluster import rollout, why_not
-    from croft.domain.deploy.manifests import APP_LABEL
+    from croft.domain.deploy.labels import APP_LABEL
 
     path = f"/apis/apps/v1/namespaces/{options.namespace}/daemonsets/{APP_LABEL}"
     progress = _Progress()

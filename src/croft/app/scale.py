@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, TextIO
 
 from cyclopts import Parameter
 
-from croft.domain.deploy.manifests import COLLECTOR_SELECTOR, METRICS_PORT
+from croft.domain.deploy.labels import COLLECTOR_SELECTOR, METRICS_PORT
 from croft.domain.scaling.sizing import DRAIN_S
 from croft.errors import UserError
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import logging
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -34,8 +33,6 @@ from croft.domain.dataset.transfer import (
     saved_name,
     segment_candidates,
 )
-
-log = logging.getLogger("croft.collect")
 
 _READ_BYTES = 1 << 20
 # A chunk of a body: a view of the source's buffer is valid only until the next chunk is asked for.
@@ -242,7 +239,11 @@ class NodeCopy:
             try:
                 os.ftruncate(fd, size)
             except OSError as cut:
-                log.warning("could not cut a torn write off %s: %s", target, cut.strerror)
+                import logging  # a rare path: kept off collect's start
+
+                logging.getLogger("croft.collect").warning(
+                    "could not cut a torn write off %s: %s", target, cut.strerror
+                )
             raise
 
     def _verified(

@@ -3,20 +3,24 @@ counts, the stats summary, the container profile, the /dataset HTTP rules, croft
 plans and croft export's partitions."""
 
 # What the other rooms of the core use; they import it from here, never from the modules
-# (pyproject.toml, the import contract on the core's rooms).
-from croft.domain.dataset.http import is_safe_name
-from croft.domain.dataset.row import (
-    GPU_WORKLOADS,
-    WORKLOADS,
-    CgroupUsage,
-    Ingress,
-    Process,
-    Row,
-    ShortLived,
-    SyscallRate,
-    Usage,
-    Workload,
-)
+# (pyproject.toml, the import contract on the core's rooms). Each is imported when first asked for:
+# `croft collect` imports croft.domain.dataset.http, which must not cost it the row's classes.
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from croft.domain.dataset.http import is_safe_name
+    from croft.domain.dataset.row import (
+        GPU_WORKLOADS,
+        WORKLOADS,
+        CgroupUsage,
+        Ingress,
+        Process,
+        Row,
+        ShortLived,
+        SyscallRate,
+        Usage,
+        Workload,
+    )
 
 __all__ = [
     "GPU_WORKLOADS",
@@ -31,3 +35,16 @@ __all__ = [
     "Workload",
     "is_safe_name",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    module = importlib.import_module(
+        "croft.domain.dataset.http" if name == "is_safe_name" else "croft.domain.dataset.row"
+    )
+    value = getattr(module, name)
+    globals()[name] = value
+    return value

@@ -33,13 +33,10 @@ from typing import Any
 
 import attrs
 
-METRICS_PORT = 9464
+from croft.domain.deploy.labels import APP_LABEL, METRICS_PORT, SELECTOR
+
 DATASET_DIR = "/var/lib/croft"
 LIVE_NAME = "croft-dataset.jsonl"
-APP_LABEL = "croft-collector"
-SELECTOR = {"app.kubernetes.io/name": APP_LABEL}
-COLLECTOR_SELECTOR = ",".join(f"{key}={value}" for key, value in SELECTOR.items())
-"""The label selector of the collector pods (croft scale and croft collect find them by it)."""
 CAPABILITIES = ("BPF", "PERFMON", "SYS_RESOURCE", "SYS_PTRACE", "DAC_READ_SEARCH")
 CAPABILITIES_5_11 = tuple(c for c in CAPABILITIES if c != "SYS_RESOURCE")
 OLD_KERNEL_CAPABILITIES = ("SYS_ADMIN", "SYS_RESOURCE", "SYS_PTRACE", "DAC_READ_SEARCH")
