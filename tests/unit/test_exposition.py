@@ -47,9 +47,9 @@ def test_names_filter_skips_other_metrics() -> None:
     assert [(s.name, s.value) for s in samples] == [("croft_rows_written_total", 12.0)]
 
 
-def test_containing_prefilters_lines_of_a_metric() -> None:
+def test_where_keeps_the_samples_whose_label_is_one_of_the_values() -> None:
     samples = parse_exposition(
-        TEXT, {"croft_container_syscall_rate"}, {"croft_container_syscall_rate": '"read"'}
+        TEXT, {"croft_container_syscall_rate"}, {"croft_container_syscall_rate": ("syscall", {"read"})}
     )
     assert [s.label("syscall") for s in samples] == ["read"]
 
@@ -101,6 +101,6 @@ def test_only_skips_lines_of_other_label_values_unparsed() -> None:
         "croft_a 5\n"
     )
     found = parse_exposition(text, ("croft_a", "croft_last"), None, ("container_id", frozenset({"aa"})))
-    assert [s.value for s in found] == [1, 1, 3, 4, 5]
+    assert [s.value for s in found] == [1, 1, 3, 5]  # b"b is parsed, judged, and not one of the values
     with pytest.raises(BadExposition):
         parse_exposition(text, ("croft_a",))

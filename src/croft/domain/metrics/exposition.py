@@ -10,6 +10,7 @@ Format: https://prometheus.io/docs/instrumenting/exposition_formats/#text-based-
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Collection, Iterable, Mapping
@@ -20,10 +21,24 @@ from croft.domain.metrics import names as names
 
 _NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
 _NAME_RE = re.compile(_NAME)
-_LABEL_RE = re.compile(r'[ \t]*([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*=[ \t]*"((?:[^"\\\n]|\\.)*)"[ \t]*(,|\})')
+# A label value: anything but a quote, a backslash or a newline, and escapes (written unrolled, as
+# `(?:[^"\\\n]|\\.)*` is the same text for the regex engine to match but several times slower).
+_VALUE = r'[^"\\\n]*(?:\\.[^"\\\n]*)*'
+_LABEL_RE = re.compile(rf'[ \t]*([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*=[ \t]*"({_VALUE})"[ \t]*(,|\}})')
 _UNESCAPE_RE = re.compile(r"\\(.)")
 _UNESCAPES = {"\\": "\\", '"': '"', "n": "\n"}
 _VALUES = {"NaN": math.nan, "+Inf": math.inf, "-Inf": -math.inf, "Inf": math.inf}
+_NAME_CHARS = "a-zA-Z0-9_:"
+_PAIR = rf'[a-zA-Z_][a-zA-Z0-9_]*="{_VALUE}"'
+# A sample line as /metrics writes it: name, `{k="v",...}` (no blanks), one space, the value and
+# maybe one space and a timestamp; what `parse_line` reads the long way reads the same from it.
+_CANON_LINE_RE = re.compile(rf"({_NAME})(?:\{{((?:{_PAIR})(?:,{_PAIR})*)?\}})? (\S+)(?: (\S+))?")
+_CANON_PAIR_RE = re.compile(rf'([a-zA-Z_][a-zA-Z0-9_]*)="({_VALUE})"')
+# The same for a line without backslashes or newlines (nearly every line /metrics serves): a value is
+# then anything up to the next quote, which the regex engine runs through several times faster.
+_PLAIN_PAIR = r'[a-zA-Z_][a-zA-Z0-9_]*="[^"]*"'
+_PLAIN_LINE_RE = re.compile(rf"({_NAME})(?:\{{((?:{_PLAIN_PAIR})(?:,{_PLAIN_PAIR})*)?\}})? (\S+)(?: (\S+))?")
+_PLAIN_PAIR_RE = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="([^"]*)"')
 
 
 class BadExposition(ValueError):
@@ -93,76 +108,155 @@ def _parse_labels(line: str, start: int, line_no: int) -> tuple[tuple[tuple[str,
 
 def parse_line(line: str, line_no: int = 1) -> Sample:
     """One sample line (not a comment, not blank) as a `Sample`; raises `BadExposition`."""
+    plain = "\\" not in line and "\n" not in line
+    canon = (_PLAIN_LINE_RE if plain else _CANON_LINE_RE).fullmatch(line)
+    if canon is not None:  # as /metrics writes it: the same sample, found with fewer steps
+        name, block, value, stamp = canon.groups()
+        if not block:
+            labels: tuple[tuple[str, str], ...] = ()
+        elif plain:
+            labels = tuple(sorted(_PLAIN_PAIR_RE.findall(block)))
+        else:
+            labels = tuple(sorted((k, _unescape(v, line_no)) for k, v in _CANON_PAIR_RE.findall(block)))
+        timestamp = None if stamp is None else _stamp(stamp, line_no)
+        return Sample(name, labels, _parse_value(value, line_no), timestamp)
     name_match = _NAME_RE.match(line)
     if name_match is None:
         raise BadExposition(f"line {line_no}: no metric name at the start")
     name = name_match.group(0)
     pos = name_match.end()
-    labels: tuple[tuple[str, str], ...] = ()
+    labels = ()
     if pos < len(line) and line[pos] == "{":
         labels, pos = _parse_labels(line, pos, line_no)
     fields = line[pos:].split()
     if not fields or len(fields) > 2 or (pos < len(line) and line[pos] not in " \t"):
         raise BadExposition(f"line {line_no}: expected a value and an optional timestamp after the name")
-    timestamp_ms = None
-    if len(fields) == 2:
-        try:
-            timestamp_ms = int(fields[1])
-        except ValueError:
-            raise BadExposition(f"line {line_no}: {fields[1]!r} is not a timestamp in ms") from None
+    timestamp_ms = _stamp(fields[1], line_no) if len(fields) == 2 else None
     return Sample(name, labels, _parse_value(fields[0], line_no), timestamp_ms)
 
 
-def _other_value(line: str, key: str, values: frozenset[str]) -> bool:
-    """Whether `line` writes the label `key` (`name="`) as a label of its own with a plain value
-    that is not in `values`."""
-    at = line.find(key)
-    if at <= 0 or line[at - 1] not in "{, \t":
-        return False
-    start = at + len(key)
-    end = line.find('"', start)
-    if end < 0:
-        return False
-    value = line[start:end]
-    return "\\" not in value and value not in values
+def _stamp(text: str, line_no: int) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise BadExposition(f"line {line_no}: {text!r} is not a timestamp in ms") from None
 
 
-def _needles(needle: str | tuple[str, ...]) -> tuple[str, ...]:
-    return (needle,) if isinstance(needle, str) else needle
+LabelRule = tuple[str, Collection[str]]
+"""(label, values): a filter on one label of a sample."""
+
+
+@functools.lru_cache(maxsize=64)
+def _head(names: frozenset[str], only: str) -> re.Pattern[str]:
+    """At a line's start: blanks and a wanted name (group 1); with `only`, group 2 is `"value` of the
+    line's first `only` label when the labels up to it are written as /metrics writes them
+    (`k="v",...`, no blanks; the walk reads whole values, so a label's text never passes for a
+    label), else empty. The walk takes a value to run to the next quote: that is the value only
+    where the match holds no backslash and no newline, which the caller checks."""
+    walk = f'(?:\\{{(?:{_PLAIN_PAIR},)*?{re.escape(only)}=("[^"]*)")?' if only else "()"
+    alternatives = "|".join(re.escape(n) for n in sorted(names))
+    return re.compile(f"[^\\S\\n]*({alternatives})(?![{_NAME_CHARS}]){walk}")
+
+
+@functools.lru_cache(maxsize=64)
+def _line_of(name: str) -> re.Pattern[str]:
+    """A newline, blanks and `name`: where a line of `name` starts (one position before)."""
+    return re.compile(f"\\n[^\\S\\n]*{re.escape(name)}(?![{_NAME_CHARS}])")
+
+
+def _candidates(
+    text: str, wanted: frozenset[str], rules: Mapping[str, tuple[str, frozenset[str]]]
+) -> list[int]:
+    """The starts of the lines of `text` that may hold a wanted sample, in text order (a superset:
+    each is judged by `_head` and the parse). Every line of a name lies between the name's first
+    and last occurrence (`str.find`, much faster than the regex engine), so only that part is
+    searched: a family written together, as an exposition must, and nothing else. In it, the lines
+    of a name with a `where` rule are those around an occurrence of one of the rule's values as a
+    label writes it (`"value"`, escaped: a value has one written form, so a line without it cannot
+    carry it); the lines of another name are found by `_line_of`."""
+    starts: set[int] = set()
+    for name in wanted:
+        first = text.find(name)
+        if first < 0:
+            continue
+        begin = text.rfind("\n", 0, first) + 1
+        stop = text.find("\n", text.rfind(name))
+        stop = len(text) if stop < 0 else stop
+        rule = rules.get(name)
+        if rule is None:
+            starts.add(begin)
+            starts.update(m.start() + 1 for m in _line_of(name).finditer(text, begin, stop))
+            continue
+        for value in rule[1]:
+            written = f'"{escape_label_value(value)}"'
+            at = text.find(written, begin, stop)
+            while at >= 0:
+                starts.add(text.rfind("\n", 0, at) + 1)
+                at = text.find(written, at + 1, stop)
+    return sorted(starts)
 
 
 def parse_exposition(
     text: str,
     names: Collection[str] | None = None,
-    containing: Mapping[str, str | tuple[str, ...]] | None = None,
-    only: tuple[str, frozenset[str]] | None = None,
+    where: Mapping[str, LabelRule] | None = None,
+    only: LabelRule | None = None,
 ) -> tuple[Sample, ...]:
-    """Every sample of `text`, in order. With `names`, only samples of those metrics (other lines are
-    skipped unparsed); with `containing`, a line of metric `name` is parsed only if it contains
-    `containing[name]` as text, or one of them when a tuple (a cheap pre-filter: a caller wanting
-    `syscall="sendto"` passes `'"sendto"'`); with `only` = (label, values) and `names`, a line whose
-    `label` is written with a plain value (no escapes) outside `values` is skipped unparsed (so the
-    cost follows the values wanted, not every series served). Raises `BadExposition` for a malformed
-    line it parses."""
+    """The samples of `text`, in order; raises `BadExposition` for a malformed line it parses.
+
+    Without filters, every sample (every line is parsed). With `names`, exactly the samples of
+    `parse_exposition(text)` that pass the filters (on any text that parses): `names`, only those
+    metrics; `where[name] = (label, values)`, a sample of `name` only when its `label` is one of
+    `values`; `only = (label, values)`, a sample that carries `label` only when it is one of
+    `values`. Lines that cannot pass are skipped unparsed where that is cheap to tell (other
+    metrics, lines without a `where` value, lines whose `only` label /metrics wrote with another
+    value; see `_candidates`), so the cost follows the samples wanted, not every series served;
+    such a line, even malformed, is not judged."""
+    rules = {name: (label, frozenset(values)) for name, (label, values) in (where or {}).items()}
+    key, values = (only[0], frozenset(only[1])) if only is not None else ("", frozenset[str]())
+    if names is None:
+        found = _parse_all(text)
+    else:
+        wanted = frozenset(names)
+        head = _head(wanted, key)
+        found = []
+        for start in _candidates(text, wanted, rules):
+            match = head.match(text, start)
+            if match is None:
+                continue
+            first, walked = match.group(2), match.group(0)
+            if first and first[1:] not in values and "\\" not in walked and "\n" not in walked:
+                continue
+            end = text.find("\n", start)
+            raw = text[start:] if end < 0 else text[start:end]
+            line = raw.strip() if raw[:1].isspace() or raw[-1:].isspace() else raw
+            try:
+                found.append(parse_line(line, 0))
+            except BadExposition:
+                parse_line(line, text.count("\n", 0, start) + 1)
+                raise
+    if not rules and not key:
+        return tuple(found)
+    return tuple(s for s in found if _passes(s, rules, key, values))
+
+
+def _passes(
+    sample: Sample, rules: Mapping[str, tuple[str, frozenset[str]]], key: str, values: frozenset[str]
+) -> bool:
+    rule = rules.get(sample.name)
+    if rule is not None and sample.label(rule[0]) not in rule[1]:
+        return False
+    value = sample.label(key) if key else None
+    return value is None or value in values
+
+
+def _parse_all(text: str) -> list[Sample]:
     samples: list[Sample] = []
-    wanted = tuple(names) if names is not None else None
-    key, values = (f'{only[0]}="', only[1]) if only is not None else ("", frozenset[str]())
     for line_no, raw in enumerate(text.split("\n"), start=1):
         line = raw.strip() if raw[:1].isspace() or raw[-1:].isspace() else raw
-        if wanted is not None:
-            if not line.startswith(wanted) or (key and _other_value(line, key, values)):
-                continue
-            name_match = _NAME_RE.match(line)
-            name = name_match.group(0) if name_match else ""
-            if name not in wanted:
-                continue
-            needle = containing.get(name) if containing else None
-            if needle is not None and not any(n in line for n in _needles(needle)):
-                continue
-        elif not line or line.startswith("#"):
-            continue
-        samples.append(parse_line(line, line_no))
-    return tuple(samples)
+        if line and not line.startswith("#"):
+            samples.append(parse_line(line, line_no))
+    return samples
 
 
 def escape_label_value(value: str) -> str:

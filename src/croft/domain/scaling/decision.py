@@ -29,6 +29,7 @@ the collectors' scrapes first.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Literal
 
 import attrs
@@ -269,8 +270,8 @@ def estimate_rate(observations: Observations, config: ScaleConfig) -> Estimate:
             )
             continue
         try:
-            wanted = (f'"{syscall}"', f'"{OTHER_SYSCALLS}"')
-            samples = parse_exposition(scrape.body, _WANTED, {CONTAINER_SYSCALL_RATE: wanted}, ours)
+            rules = {CONTAINER_SYSCALL_RATE: (LABEL_SYSCALL, (syscall, OTHER_SYSCALLS))}
+            samples = parse_exposition(scrape.body, _WANTED, rules, ours)
         except BadExposition as exc:
             gaps.append(f"collector {scrape.collector} served bad /metrics: {exc}")
             continue
@@ -329,7 +330,7 @@ def _fresh_samples(
     observations: Observations,
     config: ScaleConfig,
     wanted: frozenset[str],
-    containing: dict[str, str | tuple[str, ...]],
+    rules: Mapping[str, tuple[str, tuple[str, ...]]],
     gaps: list[str],
 ) -> list[tuple[str, tuple[Sample, ...]]]:
     """(collector, samples) of every collector that answered with current numbers; the others are
@@ -349,7 +350,7 @@ def _fresh_samples(
             )
             continue
         try:
-            samples = parse_exposition(scrape.body, wanted, containing, ours)
+            samples = parse_exposition(scrape.body, wanted, rules, ours)
         except BadExposition as exc:
             gaps.append(f"collector {scrape.collector} served bad /metrics: {exc}")
             continue
@@ -376,8 +377,8 @@ def _estimate_from_ingress(observations: Observations, config: ScaleConfig) -> E
     garbled: dict[str, str] = {}
     busy: dict[str, bool] = {}
     signal = config.signal
-    containing: dict[str, str | tuple[str, ...]] = {CONTAINER_INGRESS_RATE: f'"{signal}"'}
-    fresh = _fresh_samples(observations, config, _WANTED_INGRESS, containing, gaps)
+    rules = {CONTAINER_INGRESS_RATE: (LABEL_SIGNAL, (signal,))}
+    fresh = _fresh_samples(observations, config, _WANTED_INGRESS, rules, gaps)
     for collector, samples in fresh:
         for sample in samples:
             container = sample.label(LABEL_CONTAINER_ID)

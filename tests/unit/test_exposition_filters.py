@@ -1,0 +1,174 @@
+"""parse_exposition's filters (what croft scale reads: some names, a label among some values, the
+Deployment's containers) give exactly the samples of the full parse that pass them, on any body the
+collector's real serving path writes (croft.domain.metrics.series, then /metrics' exposition_body,
+whatever the cgroups, container ids and syscall names hold) and on any text that writes the same
+samples with the blanks, label order and trailing commas the format allows."""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from croft.adapters.http.metrics import SnapshotCollector, exposition_body, metrics_page
+from croft.domain.dataset.row import Process
+from croft.domain.metrics import names as names
+from croft.domain.metrics.exposition import (
+    BadExposition,
+    Sample,
+    escape_label_value,
+    format_value,
+    parse_exposition,
+)
+from croft.domain.metrics.series import MetricsMemory, series
+from tests.helpers.rows import member_row
+from tests.helpers.snapshots import HEALTH, WATCHED, poll, proc
+
+Rule = tuple[str, frozenset[str]]
+
+
+def reference(text: str, wanted: frozenset[str], where: dict[str, Rule], only: Rule) -> tuple[Sample, ...]:
+    """The law's right side: the full parse, then the filters as their docstring states them."""
+    kept = []
+    for sample in parse_exposition(text):
+        rule = where.get(sample.name)
+        value = sample.label(only[0])
+        if (
+            sample.name in wanted
+            and (rule is None or sample.label(rule[0]) in rule[1])
+            and (value is None or value in only[1])
+        ):
+            kept.append(sample)
+    return tuple(kept)
+
+
+def served(groups: list[tuple[str, str, dict[str, float]]]) -> str:
+    """/metrics as the collector serves it after one poll of `groups` (cgroup, container id, syscalls)."""
+    rows = []
+    for tgid, (cgroup, container_id, syscalls) in enumerate(groups, start=1):
+        process = Process(comm="x", exe="x", cgroup=cgroup, container_id=container_id or None, cwd="/")
+        rows.append(attrs.evolve(member_row(WATCHED, tgid, syscalls), process=process))
+    samples, _ = series(poll(2, (proc(1),)), rows, HEALTH, MetricsMemory())
+    collector = SnapshotCollector()
+    collector.publish(samples)
+    return exposition_body(metrics_page(collector, version="0.0-test")).decode("utf-8")
+
+
+IDS = [f"{n:064x}" for n in range(1, 5)]
+# Texts that look like the parts of a label set the filters look for, and the escapes.
+TRAPS = [
+    "x,container_id=",
+    'a",container_id="' + IDS[0],
+    '"sendto"',
+    'syscall="sendto"',
+    "\\",
+    '\\"',
+    "\n",
+    "other",
+    "}",
+    " ",
+]
+hostile = st.sampled_from(TRAPS) | st.text(max_size=12)
+container_ids = st.sampled_from(IDS) | hostile
+syscall_names = st.sampled_from(["sendto", "read", "other", *TRAPS]) | st.text(min_size=1, max_size=8)
+WANTABLE = [
+    names.CONTAINER_SYSCALL_RATE,
+    names.CONTAINER_CPU_CORES,
+    names.LAST_POLL_TIMESTAMP_SECONDS,
+    names.CONTAINER_SYSCALLS_TOTAL,
+    names.CONTAINER_INFO,
+    "croft_container_syscall",  # a prefix of a served name
+    "process_cpu_seconds_total",  # prometheus_client's, after croft's series
+]
+rates = st.floats(0.001, 1e9, allow_nan=False)
+
+
+@given(
+    groups=st.lists(
+        st.tuples(hostile, container_ids, st.dictionaries(syscall_names, rates, min_size=1, max_size=4)),
+        min_size=1,
+        max_size=4,
+    ),
+    wanted=st.sets(st.sampled_from(WANTABLE), min_size=1),
+    data=st.data(),
+)
+@example(
+    groups=[("x,container_id=", IDS[0], {"sendto": 1.0}), ('"sendto"', IDS[1], {"read": 2.0})],
+    wanted={names.CONTAINER_SYSCALL_RATE, names.CONTAINER_CPU_CORES},
+    data=None,
+)
+@example(
+    groups=[('\\"\n', '\\"\n', {"\n": 2.0, '\\"': 1.0})],
+    wanted={names.CONTAINER_SYSCALL_RATE, names.CONTAINER_CPU_CORES},
+    data=None,
+)
+def test_filters_keep_exactly_the_full_parse_samples_that_pass_on_the_served_body(
+    groups: list[tuple[str, str, dict[str, float]]], wanted: set[str], data: st.DataObject | None
+) -> None:
+    body = served(groups)
+    # the values to keep: some of those served (and maybe others), so that the filters bite
+    served_ids = [container_id for _, container_id, _ in groups]
+    served_calls = sorted({call for *_, calls in groups for call in calls})
+    if data is None:  # an example: the first container, every syscall
+        syscalls, ours = set(served_calls), {served_ids[0]}
+    else:
+        syscalls = data.draw(st.sets(st.sampled_from(served_calls) | syscall_names, max_size=2))
+        ours = data.draw(st.sets(st.sampled_from(served_ids) | container_ids, max_size=3))
+    where = {names.CONTAINER_SYSCALL_RATE: (names.LABEL_SYSCALL, frozenset(syscalls))}
+    only = (names.LABEL_CONTAINER_ID, frozenset(ours))
+    expected = reference(body, frozenset(wanted), where, only)
+    assert parse_exposition(body, wanted, where, only) == expected
+
+
+label_keys = st.sampled_from(["container_id", "syscall", "cgroup", "xcontainer_id", "container_idx", "a"])
+blanks = st.sampled_from(["", " ", "\t", " \t"])
+free_samples = st.builds(
+    Sample,
+    name=st.sampled_from(["croft_a", "croft_ab", "croft_b", "c"]),
+    labels=st.dictionaries(label_keys, st.sampled_from(IDS) | hostile, max_size=3).map(
+        lambda d: tuple(sorted(d.items()))
+    ),
+    value=st.floats(allow_nan=False),
+    timestamp_ms=st.none() | st.integers(0, 2**53),
+)
+
+
+@st.composite
+def loose_text(draw: st.DrawFn, samples: list[Sample]) -> str:
+    """`samples` written with the freedom the format gives: blanks around the line, the labels and
+    their `=`, labels in any order, a trailing comma, `{}` for no labels, a tab before the value."""
+    lines = []
+    for sample in samples:
+        pairs = [
+            f'{draw(blanks)}{key}{draw(blanks)}={draw(blanks)}"{escape_label_value(value)}"{draw(blanks)}'
+            for key, value in draw(st.permutations(sample.labels))
+        ]
+        block = ",".join(pairs) + ("," if pairs and draw(st.booleans()) else "")
+        head = f"{sample.name}{{{block}}}" if pairs or draw(st.booleans()) else sample.name
+        tail = "" if sample.timestamp_ms is None else f"{draw(blanks)} {sample.timestamp_ms}"
+        lead = draw(st.sampled_from(["", " ", "\t", "\r"]))
+        lines.append(f"{lead}{head}{draw(st.sampled_from([' ', chr(9)]))}{format_value(sample.value)}{tail}")
+    return "\n".join(lines) + draw(st.sampled_from(["", "\n", "\r\n"]))
+
+
+@given(st.data(), st.lists(free_samples, max_size=6))
+def test_filters_keep_exactly_the_full_parse_samples_that_pass_on_loose_text(
+    data: st.DataObject, samples: list[Sample]
+) -> None:
+    text = data.draw(loose_text(samples))
+    assert parse_exposition(text) == tuple(samples)
+    wanted = frozenset(data.draw(st.sets(st.sampled_from(["croft_a", "croft_b", "croft_zz"]), min_size=1)))
+    present = st.sampled_from(sorted({value for s in samples for _, value in s.labels} | set(IDS)))
+    where = {"croft_a": ("syscall", frozenset(data.draw(st.sets(present | hostile, max_size=2))))}
+    only = ("container_id", frozenset(data.draw(st.sets(present | hostile, max_size=2))))
+    assert parse_exposition(text, wanted, where, only) == reference(text, wanted, where, only)
+
+
+def test_a_malformed_line_the_filters_want_raises_naming_its_line() -> None:
+    text = f'croft_ok 1\ncroft_a{{container_id="{IDS[0]}"}} 1\ncroft_a{{container_id="{IDS[0]}" 2\n'
+    with pytest.raises(BadExposition, match="line 3: malformed label set"):
+        parse_exposition(text, {"croft_a"}, None, ("container_id", {IDS[0]}))
+    # another container's line, or one without the wanted syscall, is skipped unparsed
+    assert parse_exposition(text, {"croft_a"}, None, ("container_id", {IDS[1]})) == ()
+    assert parse_exposition(text, {"croft_a"}, {"croft_a": ("syscall", {"sendto"})}) == ()
