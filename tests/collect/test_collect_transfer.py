@@ -21,7 +21,7 @@ from tests.helpers.dataset import LIVE
 START_MS = 1_792_505_950_000
 
 
-@pytest.fixture(params=["http.client", "httpx"])
+@pytest.fixture(params=["socket", "httpx"])
 def client(request: pytest.FixtureRequest) -> str:
     """croft collect's two HTTP clients (direct collectors, the API server's proxy): one contract."""
     return str(request.param)
@@ -210,8 +210,9 @@ def test_collect_command_copies_from_direct_collectors(node: Path, tmp_path: Pat
 # (benchmarks/collect.py), and none of these serve the copy.
 NOT_FOR_COLLECT = (
     "cyclopts", "rich", "httpx", "kubernetes", "zstandard", "msgspec", "yaml", "cattrs", "bcc", "pynvml",
-    "prometheus_client", "concurrent.futures", "logging", "croft.domain.deploy.manifests",
-    "croft.domain.dataset.row", "croft.adapters.dataset.files", "croft.app.options",
+    "prometheus_client", "concurrent.futures", "logging", "http.client", "email", "ssl",
+    "croft.domain.deploy.manifests", "croft.domain.dataset.row", "croft.adapters.dataset.files",
+    "croft.app.options",
 )  # fmt: skip
 
 

@@ -13,7 +13,7 @@ import zstandard
 
 from croft.adapters.dataset.fetch import HttpDatasetSource
 from croft.adapters.dataset.node_copy import NodeCopy, NodeResult
-from croft.adapters.dataset.transports import HttpClientTransport, HttpxTransport
+from croft.adapters.dataset.transports import HttpxTransport, SocketTransport
 from croft.adapters.dataset.writer import DatasetWriter
 from croft.domain.dataset.rotation import Limits
 from tests.helpers.dataset import LIVE, poll_lines
@@ -62,23 +62,21 @@ def collector(directory: Path, port: int = 0, host: str = "127.0.0.1") -> Iterat
 
 
 @contextlib.contextmanager
-def dataset_source(url: str, client: str = "http.client") -> Iterator[HttpDatasetSource]:
-    """The collector at `url` through either of croft collect's HTTP clients: `http.client` (what
+def dataset_source(url: str, client: str = "socket") -> Iterator[HttpDatasetSource]:
+    """The collector at `url` through either of croft collect's HTTP clients: `socket` (what
     `--url` uses) or `httpx` (what the API server's proxy path uses)."""
     if client == "httpx":
         with httpx.Client(base_url=url, timeout=10, trust_env=False) as http:
             yield HttpDatasetSource(HttpxTransport(http), "", url)
         return
-    transport = HttpClientTransport(url, 10)
+    transport = SocketTransport(url, 10)
     try:
         yield HttpDatasetSource(transport, "", url)
     finally:
         transport.close()
 
 
-def copy_node(
-    url: str, out: Path, on_bytes: object = None, client: str = "http.client"
-) -> tuple[NodeResult, int]:
+def copy_node(url: str, out: Path, on_bytes: object = None, client: str = "socket") -> tuple[NodeResult, int]:
     """One node's copy from `url` into `out`: the result and the bytes moved over HTTP."""
     with dataset_source(url, client) as source:
         copy = NodeCopy(source, out, on_bytes=on_bytes) if callable(on_bytes) else NodeCopy(source, out)

@@ -125,7 +125,7 @@ def _targets(
     deadline: Deadline,
 ) -> Iterator[Targets]:
     from croft.adapters.dataset.fetch import HttpDatasetSource
-    from croft.adapters.dataset.transports import HttpClientTransport, HttpxTransport
+    from croft.adapters.dataset.transports import HttpxTransport, SocketTransport
 
     if urls:
         targets: Targets = []
@@ -133,7 +133,7 @@ def _targets(
 
             @contextmanager
             def direct(base: str = base) -> Iterator[HttpDatasetSource]:
-                transport = HttpClientTransport(base, timeout_s)
+                transport = SocketTransport(base, timeout_s)
                 try:
                     yield HttpDatasetSource(transport, "", f"the collector at {base}", deadline)
                 finally:

@@ -3,8 +3,8 @@ from a collector (`http://host:9464`) or through the API server's pod proxy
 (`https://api/api/v1/namespaces/<ns>/pods/<pod>:<port>/proxy`). Every byte of every body received is
 counted in `moved_bytes`.
 
-The HTTP client is a small port, `Transport` (see `croft.adapters.dataset.transports`): plain
-`http.client` for a collector reached directly, which reads each body into one reused buffer; httpx
+The HTTP client is a small port, `Transport` (see `croft.adapters.dataset.transports`): HTTP/1.1 on
+a plain socket for a collector reached directly, which reads each body into one reused buffer; httpx
 for the API server's proxy, which needs its credentials.
 """
 
