@@ -123,9 +123,10 @@ def test_filters_keep_exactly_the_full_parse_samples_that_pass_on_the_served_bod
 
 label_keys = st.sampled_from(["container_id", "syscall", "cgroup", "xcontainer_id", "container_idx", "a"])
 blanks = st.sampled_from(["", " ", "\t", " \t"])
+NAMES = ["croft_a", "croft_ab", "croft_b", "c"]
 free_samples = st.builds(
     Sample,
-    name=st.sampled_from(["croft_a", "croft_ab", "croft_b", "c"]),
+    name=st.sampled_from(NAMES),
     labels=st.dictionaries(label_keys, st.sampled_from(IDS) | hostile, max_size=3).map(
         lambda d: tuple(sorted(d.items()))
     ),
@@ -137,7 +138,8 @@ free_samples = st.builds(
 @st.composite
 def loose_text(draw: st.DrawFn, samples: list[Sample]) -> str:
     """`samples` written with the freedom the format gives: blanks around the line, the labels and
-    their `=`, labels in any order, a trailing comma, `{}` for no labels, a tab before the value."""
+    their `=`, labels in any order, a trailing comma, `{}` for no labels, a tab before the value;
+    comments between lines (naming metrics too), and a name's lines not always together."""
     lines = []
     for sample in samples:
         pairs = [
@@ -147,6 +149,8 @@ def loose_text(draw: st.DrawFn, samples: list[Sample]) -> str:
         block = ",".join(pairs) + ("," if pairs and draw(st.booleans()) else "")
         head = f"{sample.name}{{{block}}}" if pairs or draw(st.booleans()) else sample.name
         tail = "" if sample.timestamp_ms is None else f"{draw(blanks)} {sample.timestamp_ms}"
+        if draw(st.booleans()):  # a comment between lines, as between families
+            lines.append(f"# HELP {sample.name} {draw(st.sampled_from(['h', *NAMES]))}")
         lead = draw(st.sampled_from(["", " ", "\t", "\r"]))
         lines.append(f"{lead}{head}{draw(st.sampled_from([' ', chr(9)]))}{format_value(sample.value)}{tail}")
     return "\n".join(lines) + draw(st.sampled_from(["", "\n", "\r\n"]))

@@ -168,20 +168,18 @@ def _candidates(
     text: str, wanted: frozenset[str], rules: Mapping[str, tuple[str, frozenset[str]]]
 ) -> list[int]:
     """The starts of the lines of `text` that may hold a wanted sample, in text order (a superset:
-    each is judged by `_head` and the parse). Every line of a name lies between the name's first
-    and last occurrence (`str.find`, much faster than the regex engine), so only that part is
-    searched: a family written together, as an exposition must, and nothing else. In it, the lines
+    each is judged by `_head` and the parse). Every line of a name lies in its `_span` (found by
+    `str.find`, much faster than the regex engine), so only that part is searched: a family written
+    together, as an exposition must, and nothing else. In it, the lines
     of a name with a `where` rule are those around an occurrence of one of the rule's values as a
     label writes it (`"value"`, escaped: a value has one written form, so a line without it cannot
     carry it); the lines of another name are found by `_line_of`."""
     starts: set[int] = set()
     for name in wanted:
-        first = text.find(name)
-        if first < 0:
+        span = _span(text, name)
+        if span is None:
             continue
-        begin = text.rfind("\n", 0, first) + 1
-        stop = text.find("\n", text.rfind(name))
-        stop = len(text) if stop < 0 else stop
+        begin, stop = span
         rule = rules.get(name)
         if rule is None:
             starts.add(begin)
@@ -194,6 +192,27 @@ def _candidates(
                 starts.add(text.rfind("\n", 0, at) + 1)
                 at = text.find(written, at + 1, stop)
     return sorted(starts)
+
+
+def _span(text: str, name: str) -> tuple[int, int] | None:
+    """(start, end) of the part of `text` that holds every line starting with `name` (None: no
+    line can): from the line of its first occurrence to the `\\n#` that ends its first block of
+    lines when `name` does not occur after it (a family written together, as an exposition must:
+    the rest is then read once, forward, by `str.find`), else to the end of the line of its last
+    occurrence."""
+    first = text.find(name)
+    if first < 0:
+        return None
+    begin = text.rfind("\n", 0, first) + 1
+    line = _line_of(name).search(text, max(begin - 1, 0))
+    if line is not None:
+        after = text.find("\n#", line.end())
+        if after < 0:
+            return begin, len(text)
+        if text.find(name, after) < 0:
+            return begin, after
+    stop = text.find("\n", text.rfind(name))
+    return begin, len(text) if stop < 0 else stop
 
 
 def parse_exposition(
