@@ -206,6 +206,26 @@ def test_collect_command_copies_from_direct_collectors(node: Path, tmp_path: Pat
     assert stats.returncode == 0, stats.stderr
 
 
+def test_files_larger_than_the_writeback_step_land_whole(node: Path, tmp_path: Path, client: str) -> None:
+    """Part files are handed to the kernel's writeback every WRITEBACK_BYTES as they grow; what lands
+    is still the node's bytes, first copy and continued copy alike."""
+    from croft.adapters.dataset.node_copy import WRITEBACK_BYTES
+
+    write_polls(node, 0, 20, START_MS)
+    segment = node / "croft-dataset-20261020T100000Z.jsonl.zst"
+    segment.write_bytes(os.urandom(2 * WRITEBACK_BYTES + 12345))
+    out = tmp_path / "out"
+    with collector(node) as server:
+        part = out / f".{segment.name}.part"  # an interrupted copy left this much: continued
+        out.mkdir()
+        part.write_bytes(segment.read_bytes()[: WRITEBACK_BYTES // 2 + 7])
+        result, moved = copy_node(server.url, out, client=client)
+    assert result.files == 2
+    assert moved < segment.stat().st_size + (node / LIVE).stat().st_size
+    for path in node.iterdir():
+        assert (out / path.name).read_bytes() == path.read_bytes(), path.name
+
+
 # What `croft collect --url` must not import: its start is most of a local copy's time
 # (benchmarks/collect.py), and none of these serve the copy.
 NOT_FOR_COLLECT = (

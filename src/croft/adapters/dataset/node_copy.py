@@ -181,11 +181,14 @@ class NodeCopy:
             os.ftruncate(fd, fetch.have_bytes)
             with chunks as stream:
                 body = self._verified(stream, fetch, lambda k: os.pread(fd, k, fetch.have_bytes - k))
-                offset = fetch.have_bytes
+                offset = started = fetch.have_bytes
                 for chunk in body:
                     _named(part, write_all, self._disk, fd, chunk, offset)
                     offset += len(chunk)
                     self._count(len(chunk))
+                    if offset - started >= WRITEBACK_BYTES:
+                        _start_writeback(fd, started, offset - started)
+                        started = offset
             if fetch.live:  # whole lines only: a poll being written when the index was read waits
                 os.ftruncate(fd, _whole_lines(fd, offset))
             try:
@@ -293,6 +296,21 @@ class NodeCopy:
         saved = saved_name(naming, stamp_ms, others)
         self._disk.replace(old, self._dir / saved)
         self.result.notes.append(f"the earlier copy of {name}, in no segment here, is kept as {saved}")
+
+
+# Every WRITEBACK_BYTES a part file grows, the kernel is asked to start writing them to disk, so that
+# the fsync before the rename finds little left to write: on benchmarks/collect.py's 275 MB the
+# fsyncs took 0.28 s a collect (three nodes' sum) without it, 0.10 s with it.
+WRITEBACK_BYTES = 4 << 20
+
+
+def _start_writeback(fd: int, offset: int, length: int) -> None:
+    """Start writing `length` bytes at `offset` of `fd` to disk, without waiting. Linux's
+    POSIX_FADV_DONTNEED starts the writeback of the range's dirty pages, then drops only pages that
+    are clean already: the ones just written are dirty or being written, and stay cached. A hint:
+    an error is ignored (a write error still comes from the fsync, which this does not consume)."""
+    with contextlib.suppress(OSError):
+        os.posix_fadvise(fd, offset, length, os.POSIX_FADV_DONTNEED)
 
 
 def _named(path: Path, call: Callable[_P, _R], *args: _P.args, **kwargs: _P.kwargs) -> _R:
