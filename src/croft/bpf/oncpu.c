@@ -17,7 +17,8 @@
 //   sched_process_free puts its pid in `freed` (a thread's too: user space knows only tgids).
 //   With `started`, user space keeps the list of processes without listing /proc every poll.
 // - A process moved to another cgroup (cgroup_attach_task, by whoever wrote cgroup.procs) has not
-//   run, but its membership changed: it is marked in `moved`.
+//   run, but its membership changed: it is marked in `moved` by bpf/syscalls.c's probe of that
+//   tracepoint (which also invalidates its cached verdicts; CROFT_MOVES).
 // User space drains the maps once per poll. An update that finds a map full is counted in
 // oncpu_dropped; user space then lists and reads every process in that poll.
 #ifndef CROFT_RAN_ENTRIES
@@ -91,10 +92,5 @@ RAW_TRACEPOINT_PROBE(hrtimer_expire_entry) {
 
 TRACEPOINT_PROBE(sched, sched_process_free) {
     mark_freed((u32)args->pid);
-    return 0;
-}
-
-TRACEPOINT_PROBE(cgroup, cgroup_attach_task) {
-    mark_moved((u32)args->pid);
     return 0;
 }

@@ -16,6 +16,17 @@
 //   watched through a cgroup-v1 path, or a GPU holder); a new process (task:task_newtask without
 //   CLONE_THREAD) of a marked one is marked with the same origin, so a fork burst is counted from its
 //   first syscall. `group` is then CROFT_GROUP_ORIGIN | origin.
+// That verdict costs a helper call and two hash lookups, on every syscall of the host. sys_enter
+// keeps the last one per CPU (last_verdict): the next syscall of the same task (pid_tgid) on that
+// CPU reuses it, while both slots of watch_generation hold what they held when it was made:
+// - [0], bumped by user space after it changes watched_cgroups or watched_tgids;
+// - [1], bumped here when a task is created (its pid may be one a verdict was cached for), when a
+//   new process is marked, and when a task moves to another cgroup (cgroup:cgroup_attach_task,
+//   which fires once the move is committed; CROFT_MOVES). Without that tracepoint the cached
+//   verdict also holds the cgroup id and is checked against bpf_get_current_cgroup_id().
+// A syscall-heavy task then pays one hash lookup per syscall (its count), an unwatched one none.
+// sys_enter runs with preemption disabled, so no other task's syscall on this CPU interleaves
+// between its reading and its writing the cached verdict.
 // Ioctls are counted for every process: GPU holders are found by them (which ioctls are GPU ioctls
 // is decided in user space, through /proc/<tgid>/fd/<fd>).
 //
@@ -70,6 +81,18 @@ struct ioctl_value {
     u64 last_ns;  // bpf_ktime_get_ns: CLOCK_MONOTONIC
 };
 
+struct task_verdict {
+    u64 pid_tgid;
+    u64 group;
+#ifndef CROFT_MOVES
+    u64 cgroup;
+#endif
+    u32 generation;  // watch_generation[0] when made
+    u32 tasks;       // watch_generation[1] when made
+    u32 watched;
+    u32 pad;
+};
+
 struct cgroup_verdict {
     u32 generation;
     u32 watched;
@@ -81,7 +104,8 @@ BPF_HASH(ioctl_counts, struct ioctl_key, struct ioctl_value, CROFT_IOCTL_ENTRIES
 BPF_HASH(watched_cgroups, u64, u32, CROFT_CGROUP_ROOTS);
 BPF_HASH(watched_tgids, u32, u32, CROFT_TGID_ENTRIES);
 BPF_TABLE("lru_hash", u64, struct cgroup_verdict, cgroup_verdicts, CROFT_VERDICT_ENTRIES);
-BPF_ARRAY(watch_generation, u32, 1);
+BPF_ARRAY(watch_generation, u32, 2);
+BPF_PERCPU_ARRAY(last_verdict, struct task_verdict, 1);
 BPF_PERCPU_ARRAY(syscalls_dropped, u64, 4);
 
 static __always_inline void syscalls_count_dropped(u32 slot) {
@@ -112,9 +136,8 @@ static __always_inline u32 croft_cgroup_watched(u64 cgroup) {
     return verdict.watched;
 }
 
-// Whether the current process is one croft writes; its group in *group.
-static __always_inline int croft_watched(u32 tgid, u64 *group) {
-    u64 cgroup = bpf_get_current_cgroup_id();
+// Whether the current process, in cgroup `cgroup`, is one croft writes; its group in *group.
+static __always_inline int croft_watched_in(u64 cgroup, u32 tgid, u64 *group) {
     if (croft_cgroup_watched(cgroup)) {
         *group = cgroup;
         return 1;
@@ -124,6 +147,52 @@ static __always_inline int croft_watched(u32 tgid, u64 *group) {
         return 0;
     *group = CROFT_GROUP_ORIGIN | *origin;
     return 1;
+}
+
+// Whether the current process is one croft writes; its group in *group.
+static __always_inline int croft_watched(u32 tgid, u64 *group) {
+    return croft_watched_in(bpf_get_current_cgroup_id(), tgid, group);
+}
+
+// croft_watched, through this CPU's last verdict (sys_enter only: see the top of this file).
+static __always_inline int croft_watched_cached(u64 pid_tgid, u64 *group) {
+    u32 zero = 0, one = 1;
+    u32 *generation = watch_generation.lookup(&zero);
+    u32 *tasks = watch_generation.lookup(&one);
+    struct task_verdict *last = last_verdict.lookup(&zero);
+    if (!generation || !tasks || !last)
+        return croft_watched(pid_tgid >> 32, group);
+    // Read before the maps they guard: whatever changes those afterwards bumps them afterwards.
+    u32 generation_now = *generation, tasks_now = *tasks;
+#ifdef CROFT_MOVES
+    if (last->pid_tgid == pid_tgid && last->generation == generation_now && last->tasks == tasks_now) {
+        *group = last->group;
+        return last->watched;
+    }
+    u32 watched = croft_watched(pid_tgid >> 32, group);
+#else
+    u64 cgroup = bpf_get_current_cgroup_id();
+    if (last->pid_tgid == pid_tgid && last->cgroup == cgroup && last->generation == generation_now &&
+        last->tasks == tasks_now) {
+        *group = last->group;
+        return last->watched;
+    }
+    u32 watched = croft_watched_in(cgroup, pid_tgid >> 32, group);
+    last->cgroup = cgroup;
+#endif
+    last->pid_tgid = pid_tgid;
+    last->group = *group;
+    last->generation = generation_now;
+    last->tasks = tasks_now;
+    last->watched = watched;
+    return watched;
+}
+
+static __always_inline void verdicts_stale(void) {
+    u32 one = 1;
+    u32 *tasks = watch_generation.lookup(&one);
+    if (tasks)
+        __sync_fetch_and_add(tasks, 1);
 }
 
 static __always_inline void count_ioctl(u32 tgid, struct pt_regs *regs) {
@@ -142,12 +211,13 @@ static __always_inline void count_ioctl(u32 tgid, struct pt_regs *regs) {
 }
 
 RAW_TRACEPOINT_PROBE(sys_enter) {
-    u32 tgid = bpf_get_current_pid_tgid() >> 32;
+    u64 pid_tgid = bpf_get_current_pid_tgid();
+    u32 tgid = pid_tgid >> 32;
     long nr = (long)ctx->args[1];
     if (nr == __NR_ioctl)
         count_ioctl(tgid, (struct pt_regs *)ctx->args[0]);
     u64 group = 0;
-    if (!croft_watched(tgid, &group))
+    if (!croft_watched_cached(pid_tgid, &group))
         return 0;
     struct syscall_key key = {.tgid = tgid, .nr = (u32)nr, .group = group};
     u64 zero = 0;
@@ -168,9 +238,11 @@ RAW_TRACEPOINT_PROBE(sys_enter) {
 }
 
 // A new process (not a thread) of a marked process is marked with the same origin. The tracepoint
-// fires in the parent, in copy_process; `pid` is the child's (for a process, its tgid). With
-// bpf/oncpu.c (which then comes first in the module), every new process is also noted as started.
+// fires in the parent, in copy_process, before the child can run; `pid` is the child's (for a
+// process, its tgid). With bpf/oncpu.c (which then comes first in the module), every new process is
+// also noted as started.
 TRACEPOINT_PROBE(task, task_newtask) {
+    verdicts_stale();  // a new task, thread or not, may have the pid_tgid of a cached verdict
     if (args->clone_flags & CROFT_CLONE_THREAD)
         return 0;
 #ifdef CROFT_ONCPU
@@ -184,5 +256,19 @@ TRACEPOINT_PROBE(task, task_newtask) {
     u32 value = *origin;
     if (watched_tgids.update(&child, &value) != 0)
         syscalls_count_dropped(CROFT_DROP_TGID);
+    verdicts_stale();
     return 0;
 }
+
+#ifdef CROFT_MOVES
+// A task moved to another cgroup: the cached verdicts are stale (its own, with its old cgroup's).
+// It fires once per move (cgroup.procs: the leader, for the whole process; cgroup.threads: the
+// thread), after the move is committed. With bpf/oncpu.c, the moved pid is also noted.
+TRACEPOINT_PROBE(cgroup, cgroup_attach_task) {
+    verdicts_stale();
+#ifdef CROFT_ONCPU
+    mark_moved((u32)args->pid);
+#endif
+    return 0;
+}
+#endif

@@ -146,6 +146,9 @@ class BccKernelSource:
                 "process is read from procfs every poll",
                 ", ".join(f"{c}:{e}" for c, e in ONCPU_TRACEPOINTS),
             )
+        # Moves between cgroups invalidate bpf/syscalls.c's cached verdicts (CROFT_MOVES); without the
+        # tracepoint each cached verdict is checked against the cgroup id instead.
+        has_moves = bcc_loader.has_tracepoint("cgroup", "cgroup_attach_task")
         directory = programs if programs is not None else bcc_loader.program_dir()
         stems: tuple[str, ...] = ("syscalls", "net") if self.has_net else ("syscalls",)
         if self.has_ingress:
@@ -154,7 +157,11 @@ class BccKernelSource:
             stems = ("oncpu", *stems)  # syscalls.c's task_newtask probe marks `started` (CROFT_ONCPU)
         self._bpf: Any = bcc_loader.load(
             bcc_loader.program_text(directory, stems),
-            (*sizes.cflags(), *(("-DCROFT_ONCPU",) if self.has_oncpu else ())),
+            (
+                *sizes.cflags(),
+                *(("-DCROFT_ONCPU",) if self.has_oncpu else ()),
+                *(("-DCROFT_MOVES",) if has_moves else ()),
+            ),
             source=directory,
             release=release,
             verbose=verbose,
@@ -268,9 +275,11 @@ class BccKernelSource:
 
     def select(self, selection: KernelSelection) -> None:
         """Make the kernel count `selection` from now on. Cgroup roots are added and removed by
-        difference, then the verdict cache's generation is bumped; marked tgids are added (each its
-        own origin), and every entry of a process that is gone is removed (its children's too:
-        their counts carry their origin in the group key, the mark itself is no longer needed)."""
+        difference; marked tgids are added (each its own origin), and every entry of a process that
+        is gone is removed (its children's too: their counts carry their origin in the group key, the
+        mark itself is no longer needed). After any change the verdicts' generation is bumped, so the
+        verdicts cached per cgroup and per CPU are made again."""
+        changed = False
         if selection.cgroup_ids != self._cgroups:
             one = ctypes.c_uint32(1)
             for cgroup in selection.cgroup_ids - self._cgroups:
@@ -278,17 +287,22 @@ class BccKernelSource:
             for cgroup in self._cgroups - selection.cgroup_ids:
                 with contextlib.suppress(KeyError):
                     del self._watched_cgroups[ctypes.c_uint64(cgroup)]
-            slot = ctypes.c_int(0)
-            self._generation[slot] = ctypes.c_uint32(self._generation[slot].value + 1)
             self._cgroups = selection.cgroup_ids
+            changed = True
         for tgid in selection.tgids - self._marked:
             self._watched_tgids[ctypes.c_uint32(tgid)] = ctypes.c_uint32(tgid)
+            changed = True
         self._marked = selection.tgids
         for key in list(self._watched_tgids.keys()):
             tgid = int(key.value)
             if tgid not in selection.tgids and not (self._proc_root / str(tgid)).exists():
                 with contextlib.suppress(KeyError):
                     del self._watched_tgids[key]
+                    changed = True
+        if changed:
+            # Slot 0 is user space's alone (the kernel bumps slot 1), so this read and write lose no bump.
+            slot = ctypes.c_int(0)
+            self._generation[slot] = ctypes.c_uint32(self._generation[slot].value + 1)
 
     def _gpu_ioctls(self) -> dict[int, GpuIoctls]:
         per_process: dict[int, GpuIoctls] = {}
