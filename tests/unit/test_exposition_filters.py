@@ -2,9 +2,12 @@
 Deployment's containers) give exactly the samples of the full parse that pass them, on any body the
 collector's real serving path writes (croft.domain.metrics.series, then /metrics' exposition_body,
 whatever the cgroups, container ids and syscall names hold) and on any text that writes the same
-samples with the blanks, label order and trailing commas the format allows."""
+samples with the blanks, label order and trailing commas the format allows; and croft scale's
+estimate from such bodies is its pods' rate, whatever else the collectors serve."""
 
 from __future__ import annotations
+
+import math
 
 import attrs
 import pytest
@@ -12,6 +15,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from croft.adapters.http.metrics import SnapshotCollector, exposition_body, metrics_page
+from croft.domain.collector import PER_S_DIGITS
 from croft.domain.dataset.row import Process
 from croft.domain.metrics import names as names
 from croft.domain.metrics.exposition import (
@@ -22,6 +26,7 @@ from croft.domain.metrics.exposition import (
     parse_exposition,
 )
 from croft.domain.metrics.series import MetricsMemory, series
+from croft.domain.scaling.decision import CollectorScrape, Observations, PodView, ScaleConfig, estimate_rate
 from tests.helpers.rows import member_row
 from tests.helpers.snapshots import HEALTH, WATCHED, poll, proc
 
@@ -176,3 +181,34 @@ def test_a_malformed_line_the_filters_want_raises_naming_its_line() -> None:
     # another container's line, or one without the wanted syscall, is skipped unparsed
     assert parse_exposition(text, {"croft_a"}, None, ("container_id", {IDS[1]})) == ()
     assert parse_exposition(text, {"croft_a"}, {"croft_a": ("syscall", {"sendto"})}) == ()
+
+
+@given(
+    ours=st.lists(st.tuples(hostile, rates), min_size=1, max_size=3),
+    others=st.lists(
+        st.tuples(hostile, container_ids, st.dictionaries(syscall_names, rates, min_size=1, max_size=4)),
+        max_size=4,
+    ),
+)
+def test_other_containers_on_the_collectors_never_change_the_estimate(
+    ours: list[tuple[str, float]], others: list[tuple[str, str, dict[str, float]]]
+) -> None:
+    """What croft scale reads from the served bodies is its pods' sendto rates, whatever the cgroups
+    hold and whatever else the collectors serve: complete, every container counted, the summed rate."""
+    ids = [f"{0xD0 + n:064x}" for n in range(len(ours))]
+    groups = [
+        (cgroup, cid, {"sendto": rate, "read": 1.0}) for (cgroup, rate), cid in zip(ours, ids, strict=True)
+    ]
+    groups += [group for group in others if group[1] not in ids]
+    bodies = [served(groups[0::2]), served(groups[1::2])]
+    now_ms = 1_700_000_002_000  # the poll of `served`
+    seen = Observations(
+        now_ms,
+        tuple(PodView(f"web-{n}", (cid,)) for n, cid in enumerate(ids)),
+        tuple(CollectorScrape(f"croft-{n}", now_ms, body) for n, body in enumerate(bodies)),
+    )
+    config = ScaleConfig("sendto", 2.0, 50)
+    estimate = estimate_rate(seen, config)
+    assert estimate.complete, estimate.gaps
+    assert estimate.containers_counted == len(ids)
+    assert math.isclose(estimate.request_rate, sum(round(rate, PER_S_DIGITS) for _, rate in ours) / 2.0)
