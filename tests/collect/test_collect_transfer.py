@@ -231,8 +231,8 @@ def test_files_larger_than_the_writeback_step_land_whole(node: Path, tmp_path: P
 NOT_FOR_COLLECT = (
     "cyclopts", "rich", "httpx", "kubernetes", "zstandard", "msgspec", "yaml", "cattrs", "bcc", "pynvml",
     "prometheus_client", "concurrent.futures", "logging", "http.client", "email", "ssl",
-    "croft.domain.deploy.manifests", "croft.domain.dataset.row", "croft.adapters.dataset.files",
-    "croft.app.options",
+    "croft.domain.deploy.manifests", "croft.domain.dataset.row", "croft.domain.dataset.rotation",
+    "croft.adapters.dataset.files", "croft.app.options",
 )  # fmt: skip
 
 

@@ -23,7 +23,7 @@ import attrs
 from croft.adapters.dataset.disk import OS_DISK, Disk, fsync_directory, write_all
 from croft.adapters.dataset.fetch import FileGone, FileShrank
 from croft.domain.dataset.http import BadIndex, Index, decode_index
-from croft.domain.dataset.rotation import Naming
+from croft.domain.dataset.naming import Naming
 from croft.domain.dataset.transfer import (
     Fetch,
     LocalFile,

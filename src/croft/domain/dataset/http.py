@@ -16,7 +16,7 @@ from collections.abc import Iterable
 import attrs
 import orjson
 
-from croft.domain.dataset.rotation import Naming
+from croft.domain.dataset.naming import Naming
 
 INDEX_VERSION = 1
 _SAFE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 import attrs
 
 from croft.domain.dataset.http import Index, is_safe_name
-from croft.domain.dataset.rotation import Naming
+from croft.domain.dataset.naming import Naming
 from croft.domain.utc import stamp
 
 OVERLAP_BYTES = 4096  # bytes before a continuation fetched again to prove it continues the same file
