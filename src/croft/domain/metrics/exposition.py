@@ -196,7 +196,7 @@ def _candidates(
 
 def _span(text: str, name: str) -> tuple[int, int] | None:
     """(start, end) of the part of `text` that holds every line starting with `name` (None: no
-    line can): from the line of its first occurrence to the `\\n#` that ends its first block of
+    line can): from the line of its first occurrence to the comment that ends its first block of
     lines when `name` does not occur after it (a family written together, as an exposition must:
     the rest is then read once, forward, by `str.find`), else to the end of the line of its last
     occurrence."""
@@ -206,7 +206,11 @@ def _span(text: str, name: str) -> tuple[int, int] | None:
     begin = text.rfind("\n", 0, first) + 1
     line = _line_of(name).search(text, max(begin - 1, 0))
     if line is not None:
-        after = text.find("\n#", line.end())
+        # `# HELP`, which starts each family as croft and prometheus_client write them: a longer
+        # needle, which str.find runs through about twice as fast as `\n#`
+        after = text.find("\n# HELP ", line.end())
+        if after < 0:
+            after = text.find("\n#", line.end())
         if after < 0:
             return begin, len(text)
         if text.find(name, after) < 0:
