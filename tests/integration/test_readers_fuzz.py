@@ -29,6 +29,7 @@ from croft.adapters.dataset.scan import read_containers, read_profile, read_stat
 from croft.adapters.dataset.tail import read_newest
 from croft.domain.dataset import codec
 from croft.domain.dataset.lines import MAX_LINE_BYTES
+from croft.domain.dataset.summary import StatsAccumulator
 from croft.domain.top.table import HELD_POLLS
 
 settings.register_profile(
@@ -201,6 +202,13 @@ def test_every_reader_agrees_with_the_model_and_none_raises(
         shutil.rmtree(root, ignore_errors=True)
 
 
+def totals(acc: StatsAccumulator) -> tuple[object, ...]:
+    return (
+        acc.rows, acc.first_ms, acc.last_ms, acc.polls, acc.tgids, acc.processes, acc.workloads,
+        dict(acc.syscall_sums), acc.skips.report(), acc.skips.total_lines,
+    )  # fmt: skip
+
+
 def check_readers(root: Path, models: list[FileModel], part_bytes: int) -> None:
     rows = [(r.node or m.node, r) for m in models for r in m.rows]  # a row's own node key first
     for m in models:  # what was generated, for --hypothesis-show-statistics
@@ -209,12 +217,17 @@ def check_readers(root: Path, models: list[FileModel], part_bytes: int) -> None:
         if m.damaged is not None:
             event(m.damaged.split(" (")[0])
     # croft stats (with and without the syscall sums), in one part per file or many
+    # (through the native fast path, which must leave every total as the pure Python path has it)
     for syscalls in (False, True):
         facts, acc = read_stats(root, syscalls=syscalls, workers=1, host=HOST, part_bytes=part_bytes)
         got = acc.summary(facts)
         assert got.rows == len(rows)
         assert got.polls == len({(n, r.unix_ms) for n, r in rows})
         assert acc.skips.report() == skip_report(models)
+        _, pure = read_stats(
+            root, syscalls=syscalls, workers=1, host=HOST, part_bytes=part_bytes, native=False
+        )
+        assert totals(acc) == totals(pure)
     # croft stats --containers: every row counted under its container, the same skips
     _, listing = read_containers(root, workers=1, host=HOST, part_bytes=part_bytes)
     assert sum(entry.rows for entry in listing.listing()) == len(rows)

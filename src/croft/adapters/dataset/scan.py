@@ -70,10 +70,12 @@ def read_stats(
     part_bytes: int = PART_BYTES,
     progress: Callable[[int, int], None] | None = None,
     summaries: bool = True,
+    native: bool | None = None,
 ) -> tuple[FileFacts, StatsAccumulator]:
     """The files of `path` and the stats accumulated over all their rows (skips included); the
     syscall sums, which cost about as much again as everything else, only with `syscalls`.
-    Segments with a trusted summary are answered from it (unless not `summaries`), the rest read.
+    Segments with a trusted summary are answered from it (unless not `summaries`), the rest read,
+    through the native fast path unless not `native` (`stats_of_part`).
     `progress(done_bytes, total_bytes)` is told after each part read."""
     files = find_files(path, host)
     total = StatsAccumulator(syscalls)
@@ -86,7 +88,7 @@ def read_stats(
         if not syscalls:
             part.syscall_sums.clear()
         total.merge(part)
-    task = partial(stats_of_part, syscalls=syscalls)
+    task = partial(stats_of_part, syscalls=syscalls, native=native)
     for result in _run(task, tuple(rest), workers, inline_bytes, part_bytes, progress):
         total.merge(result)
     return file_facts(files), total
@@ -206,13 +208,21 @@ def _disk_bytes(part: Part) -> int:
     return max(stop - part.start, 0)
 
 
-def stats_of_part(part: Part, syscalls: bool = False) -> StatsAccumulator:
-    """Every row of `part` in a stats accumulator, bad lines and damage counted."""
+def native_wanted() -> bool:
+    """Whether croft stats' scan may use the native fast path: unless CROFT_NATIVE=0 (the pure
+    Python path, the definition, for comparison)."""
+    return os.environ.get("CROFT_NATIVE", "1") != "0"
+
+
+def stats_of_part(part: Part, syscalls: bool = False, native: bool | None = None) -> StatsAccumulator:
+    """Every row of `part` in a stats accumulator, bad lines and damage counted; through the native
+    fast path when built, unless not `native` (default: `native_wanted()`)."""
     acc = StatsAccumulator(syscalls)
     node, skipped = part.file.node, Counter[str]()
+    fast = native_wanted() if native is None else native
     for item in lines_of(part, acc.skips):
         if isinstance(item, Lines):
-            acc.add(node, decode_block(item.data, item.start, item.stop, skipped))
+            acc.add_lines(node, item.data, item.start, item.stop, skipped, fast)
             continue
         found = last_line(view(item.line))
         if isinstance(found, str):

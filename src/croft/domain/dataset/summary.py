@@ -6,6 +6,12 @@ different files, parts and worker processes merge into one, in any order, with t
 Syscall rates are summed exactly, as integers of 2**-80 calls/s (`SUM_UNIT`), so the order of
 files, parts and summaries cannot move a mean by an ulp, nor reorder two equal means. Distinct sets
 hold ints per node, not strings.
+
+`StatsAccumulator.add_lines` reads a buffer of lines itself: through the native fast path
+(`croft.domain.dataset._rowscan`, built with the package) when it is there and asked for, which
+folds the rows it is certain of in the canonical form croft writes and leaves every other line to
+the Python path (`croft.domain.dataset.lines.view`, then `add`), the definition; both give the same
+totals for any buffer (tests/unit/test_rowscan.py).
 """
 
 from __future__ import annotations
@@ -20,7 +26,17 @@ from typing import Any
 
 import attrs
 
+from croft.domain.dataset.lines import decode_block, view
+from croft.domain.dataset.row import WORKLOADS
 from croft.domain.dataset.skips import SkipTally
+
+try:
+    from croft.domain.dataset import _rowscan
+except ImportError:  # not built: the Python path reads everything (tests/unit/test_rowscan.py fails)
+    _rowscan = None  # type: ignore[assignment]
+
+NATIVE = _rowscan is not None
+"""Whether the native fast path was built (and `add_lines` may use it)."""
 
 BUSIEST_SYSCALLS = 10
 SUM_UNIT_BITS = 80
@@ -118,6 +134,35 @@ class StatsAccumulator:
                     self._add(own, batch)
                 return
         self._add(node, views)
+
+    def add_lines(
+        self, node: str, data: bytes, start: int, stop: int, skipped: Counter[str], native: bool = True
+    ) -> None:
+        """Count the rows of the whole lines `data[start:stop]` (as `lines.decode_block` reads them)
+        from a file of `node`, each skipped line counted in `skipped` by kind; with `native` (and
+        the fast path built), the canonical rows in C and the rest in Python, to the same totals."""
+        if not (native and _rowscan is not None):
+            self.add(node, decode_block(data, start, stop, skipped))
+            return
+        rows, first, last, workloads, sums, deferred = _rowscan.fold(
+            data, start, stop, node, self.polls, self.tgids, self.processes, self.syscalls
+        )
+        if rows:
+            self.rows += rows
+            self.first_ms = first if self.first_ms is None else min(self.first_ms, first)
+            self.last_ms = last if self.last_ms is None else max(self.last_ms, last)
+            self.workloads.update({name: n for name, n in zip(WORKLOADS, workloads, strict=True) if n})
+            for name, total in sums:
+                self.syscall_sums[name] += total
+        if deferred:
+            views = []
+            for line in deferred:
+                found = view(line)
+                if isinstance(found, str):
+                    skipped[found] += 1
+                elif found is not None:
+                    views.append(found)
+            self.add(node, views)
 
     def _add(self, node: str, views: Sequence[Any]) -> None:
         self.rows += len(views)

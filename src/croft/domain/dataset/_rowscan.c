@@ -1,0 +1,807 @@
+/* croft.domain.dataset._rowscan: croft stats' fast path over a buffer of whole lines.
+ *
+ * For each line, either accept it -- only when it is certainly a row the strict schema
+ * (croft.domain.dataset.views.ROW_DECODER) accepts -- and fold it into the stats totals, or defer it
+ * to the Python path (croft.domain.dataset.lines.view, then StatsAccumulator.add), which stays the
+ * definition of a row. Acceptance is deliberately narrow: the canonical compact form croft's writer
+ * produces (croft.domain.dataset.codec: the keys in on-disk order, no whitespace), strings of
+ * printable ASCII with no backslash, integers within int64 ( unix_ms within
+ * the calendar), numbers in the JSON grammar whose decimal exponent keeps them well inside a double
+ * (a rate is parsed exactly: Clinger's fast path, else Python's correctly rounded dtoa), workloads
+ * of the Literal, optional keys absent or of their type (never null). Everything else -- escapes,
+ * non-ASCII, null optional keys, unusual numbers, too many syscalls, rates of 2**44 or more -- is
+ * deferred, so the totals always equal what the Python path computes from the same lines
+ * (tests/unit/test_rowscan.py).
+ *
+ * fold(data, start, stop, node, polls, tgids, processes, with_sums)
+ *     -> (rows, first_ms, last_ms, (gpu-onset, gpu-held, no-gpu), sums, deferred)
+ * data[start:stop] is whole lines (a last line without a newline is taken as one). polls and tgids
+ * (dict node -> set of int) and processes (set of (container_id, framework)) are updated in place;
+ * sums is a list of (name, int) in units of 2**-80 calls/s (every name seen, zero totals included),
+ * empty unless with_sums; deferred is the list of lines (bytes, without newline) left to Python.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MAX_LINE_BYTES (1 << 20)
+#define UNIX_MS_MAX 253402300799999LL
+#define MAX_ROW_CALLS 256
+#define NAME_SLOTS 4096 /* power of two; at most half used */
+#define PAIR_SLOTS 4096
+#define NODE_SLOTS 16
+#define RATE_LIMIT 17592186044416.0 /* 2**44: |rate * 2**80| < 2**124 */
+
+typedef __int128 i128;
+
+typedef struct {
+    const char *ptr;
+    Py_ssize_t len;
+} span;
+
+typedef struct {
+    span name;
+    double rate;
+} call;
+
+typedef struct {
+    long long unix_ms, tgid;
+    span node; /* len 0: no node key, or "" */
+    span cid;  /* ptr NULL: null */
+    span fw;   /* ptr NULL: absent */
+    int workload;
+    int ncalls;
+    call calls[MAX_ROW_CALLS];
+} row;
+
+/* ---- the parser: returns 1 for a row it is sure of, 0 to defer ---- */
+
+/* Whether p[0:n] equals lit[0:n], n a constant: 8 bytes at a time, inlined. */
+static inline __attribute__((always_inline)) int same(const char *p, const char *lit, size_t n) {
+    uint64_t a, b, diff = 0;
+    size_t i = 0;
+    if (n < 8) {
+        for (; i < n; i++) diff |= (uint64_t)(unsigned char)(p[i] ^ lit[i]);
+        return diff == 0;
+    }
+    for (; i + 8 <= n; i += 8) {
+        memcpy(&a, p + i, 8);
+        memcpy(&b, lit + i, 8);
+        diff |= a ^ b;
+    }
+    if (i < n) { /* the last 8 bytes, overlapping */
+        memcpy(&a, p + n - 8, 8);
+        memcpy(&b, lit + n - 8, 8);
+        diff |= a ^ b;
+    }
+    return diff == 0;
+}
+
+#define NEED(lit)                                                                          \
+    do {                                                                                   \
+        if (end - p < (Py_ssize_t)(sizeof(lit) - 1) || !same(p, lit, sizeof(lit) - 1)) \
+            return 0;                                                                      \
+        p += sizeof(lit) - 1;                                                              \
+    } while (0)
+#define HAS(lit) (end - p >= (Py_ssize_t)(sizeof(lit) - 1) && same(p, lit, sizeof(lit) - 1))
+
+static inline int is_digit(char c) { return c >= '0' && c <= '9'; }
+
+/* The bytes a string may hold here: printable ASCII but the quote and the backslash. */
+static unsigned char STR_BYTE[256];
+
+static void init_tables(void) {
+    for (int c = 0x20; c <= 0x7e; c++) STR_BYTE[c] = c != '"' && c != '\\';
+}
+
+/* A string of printable ASCII, no quote or backslash inside. */
+static inline int parse_str(const char **pp, const char *end, span *out) {
+    const char *p = *pp;
+    if (p >= end || *p != '"') return 0;
+    const char *s = ++p;
+    /* 8 bytes at a time while none is below 0x20, above 0x7e, a quote or a backslash */
+    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+    while (end - p >= 8) {
+        uint64_t x, q, b;
+        memcpy(&x, p, 8);
+        q = x ^ (ones * '"');
+        b = x ^ (ones * '\\');
+        uint64_t bad = ((x - ones * 0x20) & ~x) | ((x + ones * (127 - 0x7e)) | x) | ((q - ones) & ~q) |
+                       ((b - ones) & ~b);
+        if (bad & highs) break;
+        p += 8;
+    }
+    while (p < end && STR_BYTE[(unsigned char)*p]) p++;
+    if (p >= end || *p != '"') return 0;
+    out->ptr = s;
+    out->len = p - s;
+    *pp = p + 1;
+    return 1;
+}
+
+/* An integer within int64: -?(0|[1-9][0-9]{0,18}), not "-0", followed by no other number
+ * character. */
+static inline int parse_int(const char **pp, const char *end, long long *out) {
+    const char *p = *pp;
+    int neg = 0;
+    if (p < end && *p == '-') {
+        neg = 1;
+        p++;
+    }
+    if (p >= end || !is_digit(*p)) return 0;
+    const char *s = p;
+    uint64_t v = 0;
+    if (*p == '0') {
+        p++;
+        if (neg) return 0;
+    } else {
+        while (p < end && is_digit(*p)) {
+            if (p - s >= 19) return 0;
+            v = v * 10 + (uint64_t)(*p - '0'); /* < 10**19 < 2**64 */
+            p++;
+        }
+    }
+    if (p < end && (is_digit(*p) || *p == '.' || *p == 'e' || *p == 'E')) return 0;
+    if (v > (neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX)) return 0;
+    *out = neg ? (long long)(0 - v) : (long long)v;
+    *pp = p;
+    return 1;
+}
+
+static const double POW10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                                 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+/* A JSON number whose magnitude is well inside a double's normal range (or exactly zero):
+ * -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]{1,3})?, at most 40 characters. With `value`, its
+ * double, correctly rounded. */
+static inline int parse_num(const char **pp, const char *end, double *value) {
+    const char *p = *pp, *s = p;
+    int neg = 0;
+    if (p < end && *p == '-') {
+        neg = 1;
+        p++;
+    }
+    if (p >= end || !is_digit(*p)) return 0;
+    uint64_t m = 0;
+    int sig = 0;        /* significant digits taken into m (leading zeros skipped) */
+    int intdigits = 0;  /* digits of the integer part after its leading zeros */
+    int fraczeros = 0;  /* zeros after the point before the first significant digit (when int part 0) */
+    int scale = 0;      /* decimal exponent of m's last digit, before the explicit exponent */
+    int nonzero = 0;
+    if (*p == '0') {
+        p++;
+    } else {
+        while (p < end && is_digit(*p)) {
+            if (sig < 19) {
+                m = m * 10 + (uint64_t)(*p - '0');
+                sig++;
+            } else {
+                scale++;
+            }
+            intdigits++;
+            nonzero = 1;
+            p++;
+        }
+    }
+    if (p < end && *p == '.') {
+        p++;
+        if (p >= end || !is_digit(*p)) return 0;
+        while (p < end && is_digit(*p)) {
+            if (*p != '0') nonzero = 1;
+            if (!nonzero && !intdigits) {
+                fraczeros++; /* a leading zero: m stays 0, its place moves */
+                scale--;
+            } else if (sig < 19) {
+                m = m * 10 + (uint64_t)(*p - '0');
+                sig++;
+                scale--;
+            }
+            p++;
+        }
+    }
+    int exp10 = 0;
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        int eneg = 0;
+        if (p < end && (*p == '+' || *p == '-')) {
+            eneg = *p == '-';
+            p++;
+        }
+        if (p >= end || !is_digit(*p)) return 0;
+        int digits = 0;
+        while (p < end && is_digit(*p)) {
+            exp10 = exp10 * 10 + (*p - '0');
+            p++;
+            if (++digits > 3) return 0;
+        }
+        if (eneg) exp10 = -exp10;
+    }
+    if (p - s > 40) return 0;
+    if (nonzero) {
+        /* The value lies in [10**(lead-1), 10**lead) */
+        int lead = (intdigits ? intdigits : -fraczeros) + exp10;
+        if (lead > 300 || lead < -300) return 0;
+    }
+    if (value) {
+        double v;
+        int e = scale + exp10;
+        if (!nonzero) {
+            v = 0.0;
+        } else if (sig <= 15 && e >= -22 && e <= 22) {
+            /* exact m and 10**|e|: one correctly rounded operation (Clinger) */
+            v = e >= 0 ? (double)m * POW10[e] : (double)m / POW10[-e];
+        } else {
+            char buf[48];
+            Py_ssize_t n = p - s;
+            memcpy(buf, s, (size_t)n);
+            buf[n] = 0;
+            char *stop = NULL;
+            v = PyOS_string_to_double(buf, &stop, NULL);
+            if (v == -1.0 && PyErr_Occurred()) {
+                PyErr_Clear();
+                return 0;
+            }
+            if (stop != buf + n || !isfinite(v)) return 0;
+            *pp = p;
+            *value = v;
+            return 1;
+        }
+        *value = neg ? -v : v;
+    }
+    *pp = p;
+    return 1;
+}
+
+/* parse_num without the value, faster: the same numbers pass. */
+static inline int check_num(const char **pp, const char *end) {
+    const char *p = *pp, *s = p;
+    if (p < end && *p == '-') p++;
+    if (p >= end || !is_digit(*p)) return 0;
+    int intdigits = 0, fraczeros = 0, nonzero = 0, exp10 = 0;
+    if (*p == '0') {
+        p++;
+    } else {
+        const char *q = p;
+        while (p < end && is_digit(*p)) p++;
+        intdigits = (int)(p - q);
+        nonzero = 1;
+    }
+    if (p < end && *p == '.') {
+        const char *q = ++p;
+        if (!intdigits) {
+            while (p < end && *p == '0') p++;
+            fraczeros = (int)(p - q);
+            if (p < end && is_digit(*p)) nonzero = 1;
+        }
+        while (p < end && is_digit(*p)) p++;
+        if (p == q) return 0;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        int eneg = 0;
+        if (p < end && (*p == '+' || *p == '-')) {
+            eneg = *p == '-';
+            p++;
+        }
+        if (p >= end || !is_digit(*p)) return 0;
+        int digits = 0;
+        while (p < end && is_digit(*p)) {
+            exp10 = exp10 * 10 + (*p - '0');
+            p++;
+            if (++digits > 3) return 0;
+        }
+        if (eneg) exp10 = -exp10;
+    }
+    if (p - s > 40) return 0;
+    if (nonzero) {
+        int lead = (intdigits ? intdigits : -fraczeros) + exp10;
+        if (lead > 300 || lead < -300) return 0;
+    }
+    *pp = p;
+    return 1;
+}
+
+/* [{"name":STR,"rate_per_sec":NUM},...]; with r, the calls are kept in it */
+static inline int parse_calls(const char **pp, const char *end, row *r) {
+    const char *p = *pp;
+    NEED("[");
+    if (p < end && *p == ']') {
+        *pp = p + 1;
+        return 1;
+    }
+    for (;;) {
+        span name;
+        double rate = 0;
+        NEED("{\"name\":");
+        if (!parse_str(&p, end, &name)) return 0;
+        NEED(",\"rate_per_sec\":");
+        if (r ? !parse_num(&p, end, &rate) : !check_num(&p, end)) return 0;
+        NEED("}");
+        if (r) {
+            if (r->ncalls >= MAX_ROW_CALLS || !(fabs(rate) < RATE_LIMIT)) return 0;
+            r->calls[r->ncalls].name = name;
+            r->calls[r->ncalls].rate = rate;
+            r->ncalls++;
+        }
+        if (p < end && *p == ',') {
+            p++;
+            continue;
+        }
+        NEED("]");
+        *pp = p;
+        return 1;
+    }
+}
+
+#define STR(lit)                                \
+    do {                                        \
+        NEED(lit);                              \
+        if (!parse_str(&p, end, &tmp)) return 0; \
+    } while (0)
+#define INT(lit)                                 \
+    do {                                         \
+        NEED(lit);                               \
+        if (!parse_int(&p, end, &ival)) return 0; \
+    } while (0)
+#define NUM(lit)                                  \
+    do {                                          \
+        NEED(lit);                                \
+        if (!check_num(&p, end)) return 0;       \
+    } while (0)
+
+static int parse_row(const char *p, const char *end, row *r) {
+    span tmp;
+    long long ival;
+    INT("{\"unix_ms\":");
+    if (ival < 0 || ival > UNIX_MS_MAX) return 0;
+    r->unix_ms = ival;
+    INT(",\"tgid\":");
+    r->tgid = ival;
+    r->node.ptr = NULL;
+    r->node.len = 0;
+    if (HAS(",\"node\":")) {
+        STR(",\"node\":");
+        r->node = tmp;
+    }
+    STR(",\"process\":{\"comm\":");
+    STR(",\"exe\":");
+    STR(",\"cgroup\":");
+    NEED(",\"container_id\":");
+    if (HAS("null")) {
+        p += 4;
+        r->cid.ptr = NULL;
+        r->cid.len = 0;
+    } else if (!parse_str(&p, end, &r->cid)) {
+        return 0;
+    }
+    STR(",\"cwd\":");
+    r->fw.ptr = NULL;
+    r->fw.len = 0;
+    if (HAS(",\"framework\":")) {
+        STR(",\"framework\":");
+        r->fw = tmp;
+    }
+    STR("},\"workload\":");
+    if (tmp.len == 9 && !memcmp(tmp.ptr, "gpu-onset", 9))
+        r->workload = 0;
+    else if (tmp.len == 8 && !memcmp(tmp.ptr, "gpu-held", 8))
+        r->workload = 1;
+    else if (tmp.len == 6 && !memcmp(tmp.ptr, "no-gpu", 6))
+        r->workload = 2;
+    else
+        return 0;
+    if (HAS(",\"ioctl_count\":")) INT(",\"ioctl_count\":");
+    if (HAS(",\"since_last_gpu_ioctl_ms\":")) INT(",\"since_last_gpu_ioctl_ms\":");
+    NUM(",\"usage\":{\"cpu_cores\":");
+    INT(",\"rss_bytes\":");
+    INT(",\"threads\":");
+    NUM(",\"ctx_voluntary_s\":");
+    NUM(",\"ctx_involuntary_s\":");
+    NUM(",\"read_bytes_s\":");
+    NUM(",\"write_bytes_s\":");
+    NUM(",\"network_rx_bytes_s\":");
+    NUM(",\"network_tx_bytes_s\":");
+    NUM(",\"runqueue_s\":");
+    NUM("},\"cgroup_usage\":{\"cpu_cores\":");
+    NUM(",\"cpu_throttled_fraction\":");
+    INT(",\"memory_bytes\":");
+    INT(",\"oom_kills\":");
+    NUM(",\"cpu_pressure_avg10\":");
+    NUM(",\"memory_pressure_avg10\":");
+    NUM(",\"io_pressure_avg10\":");
+    NEED("},\"syscalls\":");
+    r->ncalls = 0;
+    if (!parse_calls(&p, end, r)) return 0;
+    if (HAS(",\"short_lived\":")) {
+        INT(",\"short_lived\":{\"processes\":");
+        NEED(",\"syscalls\":");
+        if (!parse_calls(&p, end, NULL)) return 0;
+        NEED("}");
+    }
+    if (HAS(",\"ingress\":")) {
+        NUM(",\"ingress\":{\"tcp_passive_opens_s\":");
+        NUM(",\"tcp_in_segs_s\":");
+        NUM(",\"rx_packets_s\":");
+        NUM(",\"rx_bytes_s\":");
+        NUM(",\"listen_drops_s\":");
+        INT(",\"listen_backlog\":");
+        INT(",\"unread_bytes\":");
+        if (HAS(",\"tcp_data_segments_s\":")) NUM(",\"tcp_data_segments_s\":");
+        if (HAS(",\"tcp_connections_s\":")) NUM(",\"tcp_connections_s\":");
+        NEED("}");
+    }
+    if (HAS(",\"label\":")) STR(",\"label\":");
+    NEED("}");
+    return p == end;
+}
+
+/* ---- the fold ---- */
+
+static inline uint64_t hash_bytes(uint64_t h, const char *p, Py_ssize_t n) {
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t x;
+        memcpy(&x, p + i, 8);
+        h = (h ^ x) * 0x9e3779b97f4a7c15ULL;
+        h ^= h >> 29;
+    }
+    for (; i < n; i++) h = (h ^ (unsigned char)p[i]) * 0x100000001b3ULL;
+    return h ^ (h >> 32);
+}
+
+typedef struct {
+    span name;
+    uint64_t hash;
+    i128 sum;
+    PyObject *big; /* what overflowed `sum`, or NULL */
+    int used;
+} name_slot;
+
+typedef struct {
+    span cid, fw;
+    uint64_t hash;
+    int used;
+} pair_slot;
+
+typedef struct {
+    span raw; /* ptr NULL: the file's node */
+    PyObject *polls, *tgids; /* borrowed from the dicts */
+    long long last_ms;
+    int has_last;
+} node_slot;
+
+typedef struct {
+    name_slot *names;
+    int nnames;
+    pair_slot *pairs;
+    int npairs;
+    node_slot nodes[NODE_SLOTS];
+    int nnodes;
+    span last_cid, last_fw; /* the pair added last (in the set already) */
+    int has_last_pair;
+} state;
+
+static PyObject *i128_to_long(i128 v) {
+    int neg = v < 0;
+    unsigned __int128 u = neg ? (unsigned __int128)0 - (unsigned __int128)v : (unsigned __int128)v;
+    PyObject *hi = PyLong_FromUnsignedLongLong((unsigned long long)(u >> 64));
+    PyObject *lo = PyLong_FromUnsignedLongLong((unsigned long long)u);
+    PyObject *shift = PyLong_FromLong(64);
+    PyObject *out = NULL, *t = NULL;
+    if (hi && lo && shift && (t = PyNumber_Lshift(hi, shift))) out = PyNumber_Or(t, lo);
+    Py_XDECREF(t);
+    Py_XDECREF(hi);
+    Py_XDECREF(lo);
+    Py_XDECREF(shift);
+    if (out && neg) {
+        PyObject *n = PyNumber_Negative(out);
+        Py_DECREF(out);
+        out = n;
+    }
+    return out;
+}
+
+static name_slot *find_name(state *st, span name, uint64_t h) {
+    size_t i = h & (NAME_SLOTS - 1);
+    for (;;) {
+        name_slot *s = &st->names[i];
+        if (!s->used) return s;
+        if (s->hash == h && s->name.len == name.len && !memcmp(s->name.ptr, name.ptr, (size_t)name.len))
+            return s;
+        i = (i + 1) & (NAME_SLOTS - 1);
+    }
+}
+
+/* The node slot of a row (its own node when it names one, else the file's), or NULL to defer
+ * (too many nodes) / on error (exception set). */
+static node_slot *node_of(state *st, span raw, PyObject *file_node, PyObject *polls, PyObject *tgids,
+                          int *error) {
+    for (int i = 0; i < st->nnodes; i++) {
+        node_slot *s = &st->nodes[i];
+        if (raw.len == 0 ? s->raw.ptr == NULL
+                         : (s->raw.ptr && s->raw.len == raw.len && !memcmp(s->raw.ptr, raw.ptr, (size_t)raw.len)))
+            return s;
+    }
+    if (st->nnodes >= NODE_SLOTS) return NULL;
+    PyObject *name;
+    if (raw.len == 0) {
+        name = file_node;
+        Py_INCREF(name);
+    } else {
+        name = PyUnicode_DecodeASCII(raw.ptr, raw.len, "strict");
+        if (!name) goto fail;
+    }
+    PyObject *p = PyDict_GetItemWithError(polls, name);
+    PyObject *t;
+    if (!p) {
+        if (PyErr_Occurred()) goto fail_name;
+        p = PySet_New(NULL);
+        if (!p) goto fail_name;
+        int bad = PyDict_SetItem(polls, name, p);
+        Py_DECREF(p);
+        if (bad) goto fail_name;
+        t = PySet_New(NULL);
+        if (!t) goto fail_name;
+        bad = PyDict_SetItem(tgids, name, t);
+        Py_DECREF(t);
+        if (bad) goto fail_name;
+    } else {
+        t = PyDict_GetItemWithError(tgids, name);
+        if (!t) {
+            if (PyErr_Occurred()) goto fail_name;
+            t = PySet_New(NULL);
+            if (!t) goto fail_name;
+            int bad = PyDict_SetItem(tgids, name, t);
+            Py_DECREF(t);
+            if (bad) goto fail_name;
+        }
+    }
+    if (!PySet_Check(p) || !PySet_Check(t)) {
+        PyErr_SetString(PyExc_TypeError, "polls and tgids must map nodes to sets");
+        goto fail_name;
+    }
+    Py_DECREF(name);
+    node_slot *s = &st->nodes[st->nnodes++];
+    s->raw = raw.len == 0 ? (span){NULL, 0} : raw;
+    s->polls = p; /* borrowed: the dicts hold them for the call */
+    s->tgids = t;
+    s->has_last = 0;
+    return s;
+fail_name:
+    Py_DECREF(name);
+fail:
+    *error = 1;
+    return NULL;
+}
+
+static PyObject *str_or_none(span s) {
+    if (s.ptr == NULL) Py_RETURN_NONE;
+    return PyUnicode_DecodeASCII(s.ptr, s.len, "strict");
+}
+
+static inline int same_span(span a, span b) {
+    return (a.ptr == NULL) == (b.ptr == NULL) && a.len == b.len && (!a.ptr || !memcmp(a.ptr, b.ptr, (size_t)a.len));
+}
+
+static int add_pair(state *st, PyObject *processes, span cid, span fw) {
+    if (st->has_last_pair && same_span(st->last_cid, cid) && same_span(st->last_fw, fw)) return 0;
+    st->last_cid = cid;
+    st->last_fw = fw;
+    st->has_last_pair = 1;
+    uint64_t h = 0xcbf29ce484222325ULL;
+    h = hash_bytes(h, cid.ptr ? "s" : "n", 1);
+    if (cid.ptr) h = hash_bytes(h, cid.ptr, cid.len);
+    h = hash_bytes(h, fw.ptr ? "s" : "n", 1);
+    if (fw.ptr) h = hash_bytes(h, fw.ptr, fw.len);
+    size_t i = h & (PAIR_SLOTS - 1);
+    for (;;) {
+        pair_slot *s = &st->pairs[i];
+        if (!s->used) break;
+        if (s->hash == h && (s->cid.ptr == NULL) == (cid.ptr == NULL) && (s->fw.ptr == NULL) == (fw.ptr == NULL) &&
+            s->cid.len == cid.len && s->fw.len == fw.len &&
+            (!cid.ptr || !memcmp(s->cid.ptr, cid.ptr, (size_t)cid.len)) &&
+            (!fw.ptr || !memcmp(s->fw.ptr, fw.ptr, (size_t)fw.len)))
+            return 0;
+        i = (i + 1) & (PAIR_SLOTS - 1);
+    }
+    PyObject *a = str_or_none(cid);
+    if (!a) return -1;
+    PyObject *b = str_or_none(fw);
+    if (!b) {
+        Py_DECREF(a);
+        return -1;
+    }
+    PyObject *pair = PyTuple_Pack(2, a, b);
+    Py_DECREF(a);
+    Py_DECREF(b);
+    if (!pair) return -1;
+    int bad = PySet_Add(processes, pair);
+    Py_DECREF(pair);
+    if (bad) return -1;
+    if (st->npairs < PAIR_SLOTS / 2) { /* else: not remembered, looked up again next time */
+        pair_slot *s = &st->pairs[i];
+        s->cid = cid;
+        s->fw = fw;
+        s->hash = h;
+        s->used = 1;
+        st->npairs++;
+    }
+    return 0;
+}
+
+static int add_long(PyObject *set, long long v) {
+    PyObject *o = PyLong_FromLongLong(v);
+    if (!o) return -1;
+    int bad = PySet_Add(set, o);
+    Py_DECREF(o);
+    return bad;
+}
+
+static PyObject *fold(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    Py_ssize_t start, stop;
+    PyObject *file_node, *polls, *tgids, *processes;
+    int with_sums;
+    if (!PyArg_ParseTuple(args, "y*nnUO!O!O!p", &buf, &start, &stop, &file_node, &PyDict_Type, &polls,
+                          &PyDict_Type, &tgids, &PySet_Type, &processes, &with_sums))
+        return NULL;
+    PyObject *result = NULL, *deferred = NULL, *sums = NULL;
+    state st;
+    memset(&st, 0, sizeof st);
+    row *r = PyMem_Malloc(sizeof(row));
+    st.names = PyMem_Calloc(NAME_SLOTS, sizeof(name_slot));
+    st.pairs = PyMem_Calloc(PAIR_SLOTS, sizeof(pair_slot));
+    deferred = PyList_New(0);
+    if (!r || !st.names || !st.pairs || !deferred) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        goto done;
+    }
+    if (start < 0) start = 0;
+    if (stop > buf.len) stop = buf.len;
+    const char *data = buf.buf;
+    long long rows = 0, first = 0, last = 0;
+    long long workloads[3] = {0, 0, 0};
+    Py_ssize_t pos = start;
+    while (pos < stop) {
+        const char *line = data + pos;
+        const char *nl = memchr(line, '\n', (size_t)(stop - pos));
+        const char *end = nl ? nl : data + stop;
+        pos = (end - data) + 1;
+        Py_ssize_t n = end - line;
+        int ok = n <= MAX_LINE_BYTES && parse_row(line, end, r);
+        node_slot *ns = NULL;
+        if (ok && with_sums && st.nnames + r->ncalls > NAME_SLOTS / 2) ok = 0;
+        if (ok) {
+            int error = 0;
+            ns = node_of(&st, r->node, file_node, polls, tgids, &error);
+            if (error) goto done;
+            if (!ns) ok = 0;
+        }
+        if (!ok) {
+            PyObject *b = PyBytes_FromStringAndSize(line, n);
+            if (!b) goto done;
+            int bad = PyList_Append(deferred, b);
+            Py_DECREF(b);
+            if (bad) goto done;
+            continue;
+        }
+        if (rows == 0 || r->unix_ms < first) first = r->unix_ms;
+        if (rows == 0 || r->unix_ms > last) last = r->unix_ms;
+        rows++;
+        if (!ns->has_last || ns->last_ms != r->unix_ms) {
+            if (add_long(ns->polls, r->unix_ms)) goto done;
+            ns->last_ms = r->unix_ms;
+            ns->has_last = 1;
+        }
+        if (add_long(ns->tgids, r->tgid)) goto done;
+        if (add_pair(&st, processes, r->cid, r->fw)) goto done;
+        workloads[r->workload]++;
+        if (with_sums) {
+            for (int i = 0; i < r->ncalls; i++) {
+                call *c = &r->calls[i];
+                uint64_t h = hash_bytes(0xcbf29ce484222325ULL, c->name.ptr, c->name.len);
+                name_slot *s = find_name(&st, c->name, h);
+                if (!s->used) {
+                    s->used = 1;
+                    s->name = c->name;
+                    s->hash = h;
+                    s->sum = 0;
+                    s->big = NULL;
+                    st.nnames++;
+                }
+                /* exact: a power-of-two scale, |x| < 2**124; the conversion truncates toward 0 */
+                i128 x = (i128)(c->rate * 1208925819614629174706176.0); /* 2**80 */
+                i128 t;
+                if (__builtin_add_overflow(s->sum, x, &t)) {
+                    PyObject *part = i128_to_long(s->sum);
+                    if (!part) goto done;
+                    if (s->big) {
+                        PyObject *sum = PyNumber_Add(s->big, part);
+                        Py_DECREF(part);
+                        if (!sum) goto done;
+                        Py_SETREF(s->big, sum);
+                    } else {
+                        s->big = part;
+                    }
+                    t = x;
+                }
+                s->sum = t;
+            }
+        }
+    }
+    sums = PyList_New(0);
+    if (!sums) goto done;
+    if (with_sums) {
+        for (size_t i = 0; i < NAME_SLOTS; i++) {
+            name_slot *s = &st.names[i];
+            if (!s->used) continue;
+            PyObject *total = i128_to_long(s->sum);
+            if (!total) goto done;
+            if (s->big) {
+                PyObject *t = PyNumber_Add(s->big, total);
+                Py_DECREF(total);
+                if (!t) goto done;
+                total = t;
+            }
+            PyObject *name = PyUnicode_DecodeASCII(s->name.ptr, s->name.len, "strict");
+            if (!name) {
+                Py_DECREF(total);
+                goto done;
+            }
+            PyObject *item = PyTuple_Pack(2, name, total);
+            Py_DECREF(name);
+            Py_DECREF(total);
+            if (!item) goto done;
+            int bad = PyList_Append(sums, item);
+            Py_DECREF(item);
+            if (bad) goto done;
+        }
+    }
+    if (rows)
+        result = Py_BuildValue("(LLL(LLL)OO)", rows, first, last, workloads[0], workloads[1], workloads[2], sums,
+                               deferred);
+    else
+        result = Py_BuildValue("(LOO(LLL)OO)", rows, Py_None, Py_None, workloads[0], workloads[1], workloads[2],
+                               sums, deferred);
+done:
+    if (st.names)
+        for (size_t i = 0; i < NAME_SLOTS; i++) Py_XDECREF(st.names[i].big);
+    PyMem_Free(st.names);
+    PyMem_Free(st.pairs);
+    PyMem_Free(r);
+    Py_XDECREF(sums);
+    Py_XDECREF(deferred);
+    PyBuffer_Release(&buf);
+    return result;
+}
+
+/* accepts(line) -> bool: whether fold would fold `line` (for the tests). */
+static PyObject *accepts(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    if (!PyArg_ParseTuple(args, "y*", &buf)) return NULL;
+    row *r = PyMem_Malloc(sizeof(row));
+    if (!r) {
+        PyBuffer_Release(&buf);
+        return PyErr_NoMemory();
+    }
+    const char *p = buf.buf;
+    int ok = buf.len <= MAX_LINE_BYTES && !memchr(p, '\n', (size_t)buf.len) && parse_row(p, p + buf.len, r);
+    PyMem_Free(r);
+    PyBuffer_Release(&buf);
+    return PyBool_FromLong(ok);
+}
+
+static PyMethodDef methods[] = {
+    {"fold", fold, METH_VARARGS, "Fold the canonical rows of data[start:stop] into stats totals."},
+    {"accepts", accepts, METH_VARARGS, "Whether fold folds this line (else it defers it)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_rowscan", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__rowscan(void) {
+    init_tables();
+    return PyModule_Create(&module);
+}
