@@ -4,6 +4,7 @@ with the backlog, determinism per seed; and the croft arm decides through croft.
 from __future__ import annotations
 
 import itertools
+import math
 import random
 import re
 
@@ -13,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from croft.runs.load import send_times
-from croft.sim import ARMS, SimApp, SimOptions, simulate
+from croft.sim import ARMS, CONNECTIONS, SERVICES, SimApp, SimOptions, simulate
 from croft.sim.cluster import Cluster
 
 APP = SimApp("webapp", "croft-exp", "webapp", cpu_limit_cores=1.0, cpu_per_request_ms=50, calls_per_request=2)
@@ -55,10 +56,21 @@ loads = st.builds(
 )
 
 
-@settings(max_examples=25, deadline=None)
-@given(app=apps, load=loads, arm=st.sampled_from(ARMS), seed=st.integers(0, 2**32))
-def test_replicas_stay_within_one_and_max_and_every_request_is_accounted_for(app, load, arm, seed):
-    result = simulate("r", app, load, SimOptions(arm=arm, seed=seed))
+@settings(max_examples=40, deadline=None)
+@given(
+    app=apps,
+    load=loads,
+    arm=st.sampled_from(ARMS),
+    seed=st.integers(0, 2**32),
+    connections=st.sampled_from(CONNECTIONS),
+    service=st.sampled_from(SERVICES),
+    accept_cpu_ms=st.sampled_from([0.0, 5.0, 20.0]),
+)
+def test_replicas_stay_within_one_and_max_and_every_request_is_accounted_for(
+    app, load, arm, seed, connections, service, accept_cpu_ms
+):
+    app = attrs.evolve(app, service=service, accept_cpu_ms=accept_cpu_ms)
+    result = simulate("r", app, load, SimOptions(arm=arm, seed=seed, connections=connections))
     replicas = result.timeline.initial_replicas
     for rescale in result.timeline.rescales:
         assert rescale.from_replicas == replicas  # a chain: each rescale starts where the last ended
@@ -171,7 +183,7 @@ def test_a_pod_counts_every_request_it_receives_and_its_backlog_is_what_waits(ap
     served = 0
     for t in [*times, load.duration_s]:
         while served < len(arrivals) and arrivals[served] <= t:
-            cluster.serve(arrivals[served], timeout_s=1e9)
+            cluster.send(arrivals[served], timeout_s=1e9)
             served += 1
         expected = sum(1 for a, b in zip(arrivals, starts, strict=True) if a <= t < b)
         assert cluster.backlog(pod, t) == expected
@@ -206,6 +218,23 @@ def test_pod_delays_are_measured_from_the_scale_up_the_object_and_its_containers
     assert measure([]).sim_overrides() == {} and measure([]).readiness.text() == "not measured"
 
 
+def test_a_pod_read_before_its_recorded_scale_up_belongs_to_that_scale_up():
+    """The harness records a scale-up when it sees it (up to ~1.3 s late on the real node) and pods
+    are created in whole seconds: a pod reading 1.3 s before the scale-up that made it has a delay
+    of 0, not the time since the scale-up before (on the real runs: "delays" of 10.6-28.9 s)."""
+    from croft.runs.rundir import PodLife, Rescale, Timeline
+    from croft.sim.delays import measure
+
+    pods = (
+        PodLife("first", 96_600, 97_600, 103_600, None, ("a" * 64,)),
+        PodLife("second", 124_600, 125_600, 138_600, None, ("b" * 64,)),  # its scale-up recorded at 125.8
+        PodLife("late", 140_000, 141_000, 150_000, None, ("c" * 64,)),  # 14.171 s after its scale-up
+    )
+    rescales = (Rescale(97_400, 1, 2, "croft"), Rescale(125_829, 2, 3, "croft"))
+    delays = measure([Timeline("ns", "web", 0, 300_000, 1, rescales, (), pods)])
+    assert delays.controller.values_s == (0.0, 0.0, 14.171)
+
+
 def test_a_pod_given_half_its_cpu_limit_serves_at_half_the_speed_and_uses_half_the_cores():
     # 8 RPS x 50 ms at half of one core: 100 ms each, 0.8 of the half core it gets.
     half = attrs.evolve(APP, service_cv=0, cpu_share=0.5)
@@ -235,3 +264,104 @@ def test_a_range_not_named_sampled_is_drawn_uniformly_between_its_bounds() -> No
     cluster.set_replicas(0.0, 10, "croft", "")
     drawn = [p.ready_s - p.started_s for p in cluster.pods[1:]]
     assert all(1.0 <= d <= 3.0 for d in drawn) and len({round(d, 6) for d in drawn}) > 2
+
+
+@settings(max_examples=25, deadline=None)
+@given(app=apps, load=loads, seed=st.integers(0, 2**32), service=st.sampled_from(SERVICES))
+def test_with_one_pod_keep_alive_connections_change_nothing(app, load, seed, service):
+    """Routing only chooses among Ready pods: with one pod, reusing connections or opening one per
+    request sends every request to the same pod at the same time, so every outcome is the same
+    (with a pod that accepts at once: reused connections skip the listen queue, which costs)."""
+    app = attrs.evolve(app, service=service)
+    runs = [
+        simulate("r", app, load, SimOptions(arm="fixed", seed=seed, connections=c)).rows for c in CONNECTIONS
+    ]
+    assert runs[0] == runs[1]
+
+
+def _scaled_cluster(app, seed, load, service, steps):
+    """A keep-alive cluster whose replicas follow `steps` ((t, replicas)), sent `load`."""
+    app = attrs.evolve(app, service=service, accept_cpu_ms=5.0 if service == "shared" else 0.0)
+    cluster = Cluster(app, random.Random(seed), load.duration_s + 30, connections="keep-alive")
+    pending = sorted(steps)
+    for arrival in send_times(load.rate_at, load.duration_s):
+        while pending and pending[0][0] <= arrival:
+            t, replicas = pending.pop(0)
+            cluster.advance(t)
+            cluster.set_replicas(t, replicas, "test", "")
+        cluster.send(arrival, timeout_s=2.0)
+    cluster.advance(math.inf)
+    return cluster
+
+
+steps = st.lists(st.tuples(st.floats(0, 60), st.integers(1, 6)), max_size=5)
+
+
+@settings(max_examples=30, deadline=None)
+@given(app=apps, load=loads, seed=st.integers(0, 2**32), service=st.sampled_from(SERVICES), steps=steps)
+def test_a_pinned_connection_carries_one_request_at_a_time_to_a_pod_ready_when_it_opened(
+    app, load, seed, service, steps
+):
+    """Every request over a connection goes to the pod it was pinned to, a pod that was Ready when
+    the connection opened; a connection carries its next request only once the last was answered,
+    never after its client gave up, and never after `keepalive_expiry_s` idle. Every request is
+    answered, timed out or refused exactly once."""
+    cluster = _scaled_cluster(app, seed, load, service, steps)
+    pods = {p.name: p for p in cluster.pods}
+    by_connection: dict[int, list] = {}
+    for request in cluster.requests:
+        if request.connection is not None:
+            by_connection.setdefault(request.connection, []).append(request)
+        assert request.pod is not None or request.connection is None
+        assert request.pod is None or request.done_s is not None  # served to the end, even if abandoned
+    for number, requests in by_connection.items():
+        connection = cluster.connections[number]
+        assert pods[connection.pod.name].ready(connection.opened_s)
+        assert requests[0].scheduled_s == connection.opened_s
+        for earlier, later in itertools.pairwise(requests):
+            assert later.pod == connection.pod.name
+            assert earlier.answered() and earlier.done_s <= later.scheduled_s
+            assert later.scheduled_s - earlier.done_s <= cluster.keepalive_expiry_s
+    outcomes = cluster.outcomes()
+    assert len(outcomes) == len(send_times(load.rate_at, load.duration_s))
+    assert all(o.outcome in ("ok", "timeout", "failed") for o in outcomes)
+
+
+@settings(max_examples=30, deadline=None)
+@given(app=apps, load=loads, seed=st.integers(0, 2**32))
+def test_sharing_a_pod_reorders_replies_but_does_the_same_work(app, load, seed):
+    """Processor sharing and FIFO are both work-conserving: one pod given the same requests is busy
+    for the same seconds and sends its last reply at the same time either way."""
+    clusters = []
+    for service in SERVICES:
+        cluster = Cluster(attrs.evolve(app, service=service), random.Random(seed), load.duration_s + 1e4)
+        for arrival in send_times(load.rate_at, load.duration_s):
+            cluster.send(arrival, timeout_s=1e9)
+        cluster.advance(math.inf)
+        clusters.append(cluster)
+    fifo, shared = clusters
+    (name,) = fifo.busy_s
+    assert sum(shared.busy_s[name]) == pytest.approx(sum(fifo.busy_s[name]), rel=1e-9, abs=1e-9)
+    last = [max((r.done_s for r in c.requests if r.done_s is not None), default=0.0) for c in clusters]
+    assert last[1] == pytest.approx(last[0], rel=1e-9, abs=1e-9)
+
+
+def test_a_threaded_pod_that_accepts_slowly_keeps_answering_under_overload_and_queues_the_rest():
+    """One pod (1 core, 50 ms a request: 20/s) sent 60/s for 30 s. Under pure processor sharing
+    (accepted at once) every request shares the pod with all the others, and the replies stop. When
+    the acceptor takes its share of the CPU per connection, the busier pod accepts slower: the excess
+    waits in the listen queue (the backlog croft reads) and the threads inside keep answering."""
+    load = Steps(((30, 60),))
+    replies = {}
+    for accept_cpu_ms in (0.0, 20.0):
+        app = attrs.evolve(APP, service_cv=0, service="shared", accept_cpu_ms=accept_cpu_ms)
+        cluster = Cluster(app, random.Random(1), 60.0)
+        (pod,) = cluster.pods
+        for arrival in send_times(load.rate_at, load.duration_s):
+            cluster.send(arrival, timeout_s=10.0)
+        cluster.advance(30.0)
+        replies[accept_cpu_ms] = cluster.replies_between(pod.name, 10.0, 30.0)
+        backlog = cluster.backlog(pod, 30.0)
+        assert (backlog == 0) if accept_cpu_ms == 0 else (backlog > 500)
+    assert replies[0.0] < 0.25 * 20 * 20
+    assert replies[20.0] > 0.6 * 20 * 20

@@ -13,7 +13,8 @@ configuration.
 The scores are the spec's window (the burst profile ends 180 s after the burst). Both arms keep
 their replicas for a 300 s scale-down window after the burst, so the scale-down comes after that
 window ends. The figure's runs therefore go on `FIGURE_TAIL_S` longer at the base rate (the same
-seeds: croft.sim is deterministic, so their first 510 s are the scored runs' to the request), and
+seeds: croft.sim is deterministic, so their first 500 s are the scored runs' to the request; in the
+last 10 s, the client's timeout, a pod shares its CPU with the requests sent after 510 s), and
 the replicas panel and the report give each arm's replica-seconds to the end of the figure and the
 time it was back at its replicas before the burst.
 """
@@ -32,7 +33,7 @@ import apps
 import profiles
 import scoring
 from croft.runs.rundir import RunRecord, read_records, read_timeline, read_workload
-from croft.sim import SimOptions, simulate, write_run
+from croft.sim import Connections, Service, SimApp, SimOptions, simulate, write_run
 
 ARM_OF_SCALER = {"none": "hpa", "croft": "croft", "fixed": "fixed"}
 CASES = (("webapp", 0.5), ("hotel-reservation", 2.0))
@@ -44,7 +45,9 @@ class Tuning:
     """What run.py's options change in the simulator beyond apps.json, to match a real node: the pod
     delays (SimApp fields: (low, high) s), the share of its CPU limit a pod really gets (a loaded
     node gives less) and the pods' CPU request (the HPA divides by it), croft scale's --drain-secs
-    and --interval, and the HPA's sync period, metrics resolution and scale-down stabilization (s).
+    and --interval, the HPA's sync period, metrics resolution and scale-down stabilization (s), and
+    how requests reach pods (`SimOptions.connections`) and how a pod serves them (`SimApp.service`,
+    `.accept_cpu_ms`).
     None: the default."""
 
     delays: Mapping[str, tuple[float, float]] = attrs.field(factory=dict)
@@ -55,14 +58,22 @@ class Tuning:
     hpa_sync_s: float | None = None
     metric_resolution_s: float | None = None
     hpa_down_stabilization_s: float | None = None
+    connections: Connections | None = None
+    service: Service | None = None
+    accept_cpu_ms: float | None = None
 
     def app(self, app: apps.App, measured: Mapping[str, tuple[float, ...]] | None = None) -> apps.App:
         """`app` with the measured delays (drawn from the values measured), then the given ones (a
-        range, drawn uniformly), and the CPU share and request."""
+        range, drawn uniformly), and the CPU share and request and how a pod serves."""
         measured = dict(measured or {})
         app = apps.with_delays(app, {**measured, **self.delays})
         sampled = sorted(set(measured) - set(self.delays))
-        extra: dict[str, Any] = {"cpu_share": self.cpu_share, "cpu_request_cores": self.cpu_request_cores}
+        extra: dict[str, Any] = {
+            "cpu_share": self.cpu_share,
+            "cpu_request_cores": self.cpu_request_cores,
+            "service": self.service,
+            "accept_cpu_ms": self.accept_cpu_ms,
+        }
         extra["sampled_delays"] = sampled or None
         return attrs.evolve(app, sim={**app.sim, **{k: v for k, v in extra.items() if v is not None}})
 
@@ -79,6 +90,8 @@ class Tuning:
             hpa["sync_period_s"] = self.hpa_sync_s
         if self.hpa_down_stabilization_s is not None:
             hpa["down_stabilization_s"] = self.hpa_down_stabilization_s
+        if self.connections is not None:
+            changes["connections"] = self.connections
         if hpa:
             changes["hpa"] = attrs.evolve(options.hpa, **hpa)
         return attrs.evolve(options, **changes)
@@ -97,6 +110,12 @@ class Tuning:
             )
             if value is not None
         ]
+        if self.connections is not None:
+            parts.append(f"connections {self.connections}")
+        if self.service is not None:
+            parts.append(f"service {self.service}")
+        if self.accept_cpu_ms is not None:
+            parts.append(f"accept CPU ms {self.accept_cpu_ms:g}")
         return "; ".join(parts)
 
 
@@ -168,10 +187,11 @@ def simulate_runs(
     return names
 
 
-FIGURE_TAIL_S = 360.0
+FIGURE_TAIL_S = 480.0
 """Seconds the figure's runs go on past the scored window, at the base rate: long enough for both
-arms' scale-down after their 300 s windows (seed 1: HPA back at 1 replica at 812 s of 870, croft at
-634 s)."""
+arms' scale-down after their 300 s windows (seed 1: HPA back at 1 replica at 932 s of 990, croft at
+708 s; the pods drain the connections abandoned in their listen queues for minutes after the
+burst, which keeps the HPA at 2 replicas)."""
 
 
 def figure_profile(scale: float) -> profiles.Profile:
@@ -212,7 +232,7 @@ def answer(
             f"{cal.cpu_per_request_ms:g} ms CPU and {cal.calls_per_request:g} {cal.syscall} per request, "
             f"{app.cpu_limit_cores:g} CPU per pod; pod start {_range(sim.pod_start_s)} s, "
             f"Ready {_range(sim.readiness_s)} s after start, created {_range(sim.controller_delay_s)} s "
-            f"after the scale-up; --drain-secs {arms[2].options.drain_s:g}"
+            f"after the scale-up; {_serving(sim)}; --drain-secs {arms[2].options.drain_s:g}"
             + (f"; {tuning.text()}" if tuning.text() else "")
         )
         out.append(scoring.table(scores, prefixes, names=[f"{arm.label}, simulated" for arm in arms]))
@@ -248,6 +268,13 @@ CASE_TITLES = {
     "webapp": "Web app, burst at half scale",
     "hotel-reservation": "Hotel reservation, burst at double scale",
 }
+
+
+def _serving(sim: SimApp) -> str:
+    """How the app's pods serve, for the report."""
+    if sim.service == "shared":
+        return f"a thread per connection, {sim.accept_cpu_ms:g} ms of the pod to accept one"
+    return "one request at a time"
 
 
 def _range(values: tuple[float, ...]) -> str:

@@ -4,11 +4,13 @@ Each entry: namespace, deployment, selector (the pods' label selector), containe
 (files or directories, relative to this directory, applied in order), hpa (the HPA arm's
 manifest), host (base URL the load goes to), paths (requested in turn), cpu_limit_cores,
 max_replicas, target, calibration (syscall, calls_per_request, cpu_per_request_ms: what croft
-scale needs; source says where they came from) and sim (the simulator's model: service_cv, and the
-pod delays as [low, high] seconds drawn uniformly: controller_delay_s from a scale-up to the pod
-object, pod_start_s from the object to its containers running, readiness_s from running to Ready;
-`run.py simulate|answer --pod-start-secs/--ready-secs/--controller-delay-secs` override them, and
-`answer --real` measures them on the real runs).
+scale needs; source says where they came from) and sim (the simulator's model: service_cv; service
+and accept_cpu_ms, how a pod serves the requests it holds (croft.sim.cluster; `--service`,
+`--accept-cpu-ms` override them); and the pod delays as [low, high] seconds drawn uniformly:
+controller_delay_s from a scale-up to the pod object, pod_start_s from the object to its containers
+running, readiness_s from running to Ready; `run.py simulate|answer
+--pod-start-secs/--ready-secs/--controller-delay-secs` override them, and `answer --real` measures
+them on the real runs).
 """
 
 from __future__ import annotations

@@ -84,6 +84,30 @@ def _sim_options(parser: argparse.ArgumentParser) -> None:
         ("--hpa-downscale-stabilization-secs", "the HPA's scale-down stabilization (default 300)"),
     ):  # fmt: skip
         parser.add_argument(option, type=float, default=None, help=what)
+    parser.add_argument(
+        "--connections",
+        choices=("per-request", "keep-alive"),
+        default="keep-alive",
+        help="how requests reach pods: keep-alive (loadgen.py's httpx pool, as the lab's load generator "
+        "sends: the oldest idle connection first, a new one pinned to a random Ready pod only when none "
+        "is idle, closed after 5 s idle or when its request times out) or per-request (a connection "
+        "each, kube-proxy picks a Ready pod per request: the load generator without keep-alive)",
+    )
+    parser.add_argument(
+        "--service",
+        choices=("fifo", "shared"),
+        default=None,
+        help="how a pod serves the requests it holds: fifo (one at a time, in arrival order) or shared "
+        "(a thread per connection: new connections wait in the listen queue for the acceptor, the "
+        "threads share the CPU limit equally); default apps.json's sim, else fifo",
+    )
+    parser.add_argument(
+        "--accept-cpu-ms",
+        type=float,
+        default=None,
+        help="with --service shared: the share of the pod (CPU ms) its acceptor needs per new "
+        "connection (0: accepted at once, pure processor sharing); default apps.json's sim, else 0",
+    )
 
 
 def _delays(args: argparse.Namespace) -> dict[str, tuple[float, float]]:
@@ -110,6 +134,8 @@ def _tuning(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         value = getattr(args, option)
         if value is not None and not (0 < value < 1e6):
             raise apps.AppError(f"--{option.replace('_', '-')} must be a number above 0")
+    if args.accept_cpu_ms is not None and not (0 <= args.accept_cpu_ms < 1e6):
+        raise apps.AppError("--accept-cpu-ms must be a number of milliseconds, 0 or more")
     if args.cpu_share is not None and not (0 < args.cpu_share <= 1):
         raise apps.AppError("--cpu-share must be a share of the CPU limit above 0 and at most 1, e.g. 0.4")
     return answer.Tuning(
@@ -121,6 +147,9 @@ def _tuning(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         hpa_sync_s=args.hpa_sync_secs,
         metric_resolution_s=args.metric_resolution_secs,
         hpa_down_stabilization_s=args.hpa_downscale_stabilization_secs,
+        connections=args.connections,
+        service=args.service,
+        accept_cpu_ms=args.accept_cpu_ms,
     )
 
 

@@ -18,16 +18,20 @@ from __future__ import annotations
 from pathlib import Path
 
 from croft.runs import rundir
-from croft.sim.cluster import SimApp
+from croft.sim.cluster import CONNECTIONS, SERVICES, Connections, Service, SimApp
 from croft.sim.engine import ARMS, SIGNALS, Arm, OfferedLoad, Signal, SimOptions, SimResult, simulate
 from croft.sim.hpa import HpaConfig
 
 __all__ = [
     "ARMS",
+    "CONNECTIONS",
+    "SERVICES",
     "SIGNALS",
     "Arm",
+    "Connections",
     "HpaConfig",
     "OfferedLoad",
+    "Service",
     "Signal",
     "SimApp",
     "SimOptions",

@@ -23,6 +23,7 @@ start of the load; results carry unix times from `start_unix_ms`.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Mapping
 from typing import Any, Literal, Protocol
@@ -43,9 +44,9 @@ from croft.domain.scaling.decision import (
 )
 from croft.domain.scaling.sizing import DRAIN_S
 from croft.domain.utc import iso_ms
-from croft.runs.load import RequestOutcome, SecondStats, second_stats, send_times
+from croft.runs.load import SecondStats, second_stats, send_times
 from croft.runs.rundir import RunRecord, Timeline
-from croft.sim.cluster import Cluster, SimApp
+from croft.sim.cluster import KEEPALIVE_EXPIRY_S, Cluster, Connections, SimApp
 from croft.sim.hpa import HpaConfig, HpaPod, HpaState, PodMetric, sync
 
 Arm = Literal["hpa", "croft", "fixed"]
@@ -69,7 +70,9 @@ class SimOptions:
     """How to simulate one run; `seed` fixes every random draw (phases, delays, service times).
     `signal` is what the croft arm's collector measures: `sendto` (replies, the app's syscall) or
     `offered` (requests reaching each pod, and each pod's queue); `drain_s` is croft scale's
-    --drain-secs."""
+    --drain-secs. `connections` is how requests reach pods (croft.sim.cluster): the default, a
+    connection per request, is the simplest model; the lab's load generator is `keep-alive` (closed
+    after `keepalive_expiry_s` idle). How a pod serves is the app's (`SimApp.service`)."""
 
     arm: Arm
     seed: int = 0
@@ -85,6 +88,8 @@ class SimOptions:
     hpa: HpaConfig = attrs.field(factory=HpaConfig)
     signal: Signal = "sendto"
     drain_s: float = DRAIN_S
+    connections: Connections = "per-request"
+    keepalive_expiry_s: float = KEEPALIVE_EXPIRY_S
 
 
 @attrs.frozen
@@ -246,7 +251,13 @@ def simulate(
     duration = offered.duration_s
     horizon = duration + options.timeout_s + 1
     cluster = Cluster(
-        app, random.Random(rng.getrandbits(64)), horizon, options.initial_replicas, options.start_unix_ms
+        app,
+        random.Random(rng.getrandbits(64)),
+        horizon,
+        options.initial_replicas,
+        options.start_unix_ms,
+        options.connections,
+        options.keepalive_expiry_s,
     )
     croft = _Croft(app, options, cluster) if options.arm == "croft" else None
     hpa = _Hpa(app, options, cluster) if options.arm == "hpa" else None
@@ -264,6 +275,7 @@ def simulate(
 
     def handle(t: float, kind: str) -> None:
         nonlocal last_sample
+        cluster.advance(t)
         if kind == "collector" and croft is not None:
             croft.collector_poll(t)
         elif kind == "scaler" and croft is not None:
@@ -282,15 +294,16 @@ def simulate(
             prometheus.append((unix_s, "replicas", "", float(cluster.spec_replicas)))
             last_sample = t
 
-    outcomes: list[RequestOutcome] = []
     next_event = 0
     for arrival in send_times(offered.rate_at, duration):
         while next_event < len(events) and events[next_event][0] <= arrival:
             handle(events[next_event][0], events[next_event][2])
             next_event += 1
-        outcomes.append(cluster.serve(arrival, options.timeout_s))
+        cluster.send(arrival, options.timeout_s)
     for t, _, kind in events[next_event:]:
         handle(t, kind)
+    cluster.advance(math.inf)
+    outcomes = cluster.outcomes()
 
     start_ms = options.start_unix_ms
     end_ms = start_ms + round(duration * 1000)
@@ -320,6 +333,7 @@ def simulate(
         simulated={
             "seed": options.seed,
             "timeout_s": options.timeout_s,
+            "connections": options.connections,
             "app": attrs.asdict(app, value_serializer=_json_value),
         },
     )
