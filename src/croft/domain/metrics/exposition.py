@@ -170,10 +170,10 @@ def _candidates(
     """The starts of the lines of `text` that may hold a wanted sample, in text order (a superset:
     each is judged by `_head` and the parse). Every line of a name lies in its `_span` (found by
     `str.find`, much faster than the regex engine), so only that part is searched: a family written
-    together, as an exposition must, and nothing else. In it, the lines
-    of a name with a `where` rule are those around an occurrence of one of the rule's values as a
-    label writes it (`"value"`, escaped: a value has one written form, so a line without it cannot
-    carry it); the lines of another name are found by `_line_of`."""
+    together, as an exposition must, and nothing else. In it, the lines of a name with a `where`
+    rule are those around an occurrence of one of the rule's values as a label writes it
+    (`"value"`, escaped: a value has one written form, so a line without it cannot carry it); the
+    lines of another name are found by `_line_of`."""
     starts: set[int] = set()
     for name in wanted:
         span = _span(text, name)
