@@ -365,3 +365,21 @@ def test_a_threaded_pod_that_accepts_slowly_keeps_answering_under_overload_and_q
         assert (backlog == 0) if accept_cpu_ms == 0 else (backlog > 500)
     assert replies[0.0] < 0.25 * 20 * 20
     assert replies[20.0] > 0.6 * 20 * 20
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 2**32), poll=st.sampled_from([0.5, 1.0, 3.0]))
+def test_a_harness_polling_spec_replicas_records_each_rescale_late_but_within_a_poll(seed, poll):
+    """record_poll_s changes only when the rescales are recorded: at or after each, less than a poll
+    later, in the same order; the run itself (every request) is the same."""
+    load = Steps(((60, 5), (60, 60), (60, 5)))
+    exact, seen = (
+        simulate("r", APP, load, SimOptions(arm="croft", seed=seed, record_poll_s=p)) for p in (0.0, poll)
+    )
+    assert seen.rows == exact.rows
+    late = seen.timeline.rescales
+    assert [(r.from_replicas, r.to_replicas) for r in late] == [
+        (r.from_replicas, r.to_replicas) for r in exact.timeline.rescales[: len(late)]
+    ]
+    for recorded, real in zip(late, exact.timeline.rescales, strict=False):
+        assert 0 <= recorded.at_ms - real.at_ms <= poll * 1000

@@ -47,7 +47,7 @@ class Tuning:
     node gives less) and the pods' CPU request (the HPA divides by it), croft scale's --drain-secs
     and --interval, the HPA's sync period, metrics resolution and scale-down stabilization (s), and
     how requests reach pods (`SimOptions.connections`) and how a pod serves them (`SimApp.service`,
-    `.accept_cpu_ms`).
+    `.accept_cpu_ms`), and how often the harness reads spec.replicas (`SimOptions.record_poll_s`).
     None: the default."""
 
     delays: Mapping[str, tuple[float, float]] = attrs.field(factory=dict)
@@ -61,6 +61,7 @@ class Tuning:
     connections: Connections | None = None
     service: Service | None = None
     accept_cpu_ms: float | None = None
+    record_poll_s: float | None = None
 
     def app(self, app: apps.App, measured: Mapping[str, tuple[float, ...]] | None = None) -> apps.App:
         """`app` with the measured delays (drawn from the values measured), then the given ones (a
@@ -92,6 +93,8 @@ class Tuning:
             hpa["down_stabilization_s"] = self.hpa_down_stabilization_s
         if self.connections is not None:
             changes["connections"] = self.connections
+        if self.record_poll_s is not None:
+            changes["record_poll_s"] = self.record_poll_s
         if hpa:
             changes["hpa"] = attrs.evolve(options.hpa, **hpa)
         return attrs.evolve(options, **changes)
@@ -112,6 +115,8 @@ class Tuning:
         ]
         if self.connections is not None:
             parts.append(f"connections {self.connections}")
+        if self.record_poll_s:
+            parts.append(f"rescales recorded at polls every {self.record_poll_s:g} s")
         if self.service is not None:
             parts.append(f"service {self.service}")
         if self.accept_cpu_ms is not None:
@@ -189,9 +194,9 @@ def simulate_runs(
 
 FIGURE_TAIL_S = 480.0
 """Seconds the figure's runs go on past the scored window, at the base rate: long enough for both
-arms' scale-down after their 300 s windows (seed 1: HPA back at 1 replica at 932 s of 990, croft at
-708 s; the pods drain the connections abandoned in their listen queues for minutes after the
-burst, which keeps the HPA at 2 replicas)."""
+arms' scale-down after their 300 s windows (seed 1: HPA back at 1 replica at about 932 s of 990,
+croft at about 708 s; the pods drain the connections abandoned in their listen queues for minutes
+after the burst, which keeps the HPA at 2 replicas)."""
 
 
 def figure_profile(scale: float) -> profiles.Profile:

@@ -102,6 +102,13 @@ def _sim_options(parser: argparse.ArgumentParser) -> None:
         "threads share the CPU limit equally); default apps.json's sim, else fifo",
     )
     parser.add_argument(
+        "--record-poll-secs",
+        type=float,
+        default=1.0,
+        help="record each rescale when a harness reading spec.replicas this often sees it, as kube.py's "
+        "timeline does (once a second); 0: when it happens",
+    )
+    parser.add_argument(
         "--accept-cpu-ms",
         type=float,
         default=None,
@@ -134,6 +141,8 @@ def _tuning(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         value = getattr(args, option)
         if value is not None and not (0 < value < 1e6):
             raise apps.AppError(f"--{option.replace('_', '-')} must be a number above 0")
+    if not (0 <= args.record_poll_secs < 1e6):
+        raise apps.AppError("--record-poll-secs must be a number of seconds, 0 or more")
     if args.accept_cpu_ms is not None and not (0 <= args.accept_cpu_ms < 1e6):
         raise apps.AppError("--accept-cpu-ms must be a number of milliseconds, 0 or more")
     if args.cpu_share is not None and not (0 < args.cpu_share <= 1):
@@ -150,6 +159,7 @@ def _tuning(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         connections=args.connections,
         service=args.service,
         accept_cpu_ms=args.accept_cpu_ms,
+        record_poll_s=args.record_poll_secs,
     )
 
 

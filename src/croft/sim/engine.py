@@ -45,7 +45,7 @@ from croft.domain.scaling.decision import (
 from croft.domain.scaling.sizing import DRAIN_S
 from croft.domain.utc import iso_ms
 from croft.runs.load import SecondStats, second_stats, send_times
-from croft.runs.rundir import RunRecord, Timeline
+from croft.runs.rundir import Rescale, RunRecord, Timeline
 from croft.sim.cluster import KEEPALIVE_EXPIRY_S, Cluster, Connections, SimApp
 from croft.sim.hpa import HpaConfig, HpaPod, HpaState, PodMetric, sync
 
@@ -90,6 +90,7 @@ class SimOptions:
     drain_s: float = DRAIN_S
     connections: Connections = "per-request"
     keepalive_expiry_s: float = KEEPALIVE_EXPIRY_S
+    record_poll_s: float = 0.0
 
 
 @attrs.frozen
@@ -314,7 +315,7 @@ def simulate(
         start_ms=start_ms,
         end_ms=end_ms,
         initial_replicas=options.initial_replicas,
-        rescales=tuple(r for r in cluster.rescales if r.at_ms <= end_ms),
+        rescales=_recorded(cluster.rescales, options, app, end_ms),
         pods=pods,
         events=tuple(hpa.events if hpa is not None else ()),
     )
@@ -344,6 +345,21 @@ def simulate(
         prometheus=tuple(prometheus),
         scaler_log=tuple(croft.log if croft is not None else ()),
     )
+
+
+def _recorded(rescales: list[Rescale], options: SimOptions, app: SimApp, end_ms: int) -> tuple[Rescale, ...]:
+    """The rescales up to `end_ms` as a harness polling every `options.record_poll_s` records them:
+    at its first poll at or after each (its phase drawn from a stream of its own, so that the run
+    itself is the same)."""
+    if options.record_poll_s <= 0:
+        return tuple(r for r in rescales if r.at_ms <= end_ms)
+    poll_ms = options.record_poll_s * 1000
+    phase_ms = options.start_unix_ms + random.Random(f"{options.seed}/{app.name}/harness").uniform(0, poll_ms)
+    out = []
+    for rescale in rescales:
+        seen = phase_ms + math.ceil((rescale.at_ms - phase_ms) / poll_ms) * poll_ms
+        out.append(attrs.evolve(rescale, at_ms=round(seen)))
+    return tuple(r for r in out if r.at_ms <= end_ms)
 
 
 def _json_value(instance: object, field: object, value: object) -> object:
