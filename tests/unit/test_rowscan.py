@@ -406,3 +406,30 @@ def test_a_clean_block_is_decoded_as_before() -> None:
     pure, native = both(data, syscalls=True)
     assert native == pure
     assert native["rows"] == 3
+
+
+@needs_native
+@settings(LAW, max_examples=max(LAW.max_examples // 4, 1))  # each example is several buffers
+@given(st.lists(st.lists(lines(), min_size=1, max_size=6), min_size=2, max_size=5), st.booleans())
+def test_buffers_folded_in_turn_give_the_python_totals(buffers: list[list[bytes]], syscalls: bool) -> None:
+    """The C side keeps its tables from one buffer to the next: each buffer starts them empty."""
+    pure, native = StatsAccumulator(syscalls), StatsAccumulator(syscalls)
+    pure_skips, native_skips = Counter[str](), Counter[str]()
+    for found in buffers:
+        data = b"\n".join(found) + b"\n"
+        pure.add_lines("file-node", data, 0, len(data), pure_skips, native=False)
+        native.add_lines("file-node", data, 0, len(data), native_skips, native=True)
+    assert totals(native, native_skips) == totals(pure, pure_skips)
+
+
+@needs_native
+def test_a_failed_fold_leaves_the_next_exact() -> None:
+    """A fold that raises half way (a node's polls are not a set) frees its tables for the next."""
+    from croft.domain.dataset import _rowscan
+
+    data = b"".join(codec.encode_row(_example()) for _ in range(3))
+    with pytest.raises(TypeError):
+        _rowscan.fold(data, 0, len(data), "file-node", {"file-node": []}, {}, set(), True)
+    pure, native = both(data, syscalls=True)
+    assert native == pure
+    assert native["rows"] == 3

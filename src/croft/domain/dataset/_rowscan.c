@@ -22,6 +22,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <emmintrin.h> /* SSE2: every x86-64 has it */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -32,6 +33,7 @@
 #define NAME_SLOTS 4096 /* power of two; at most half used */
 #define PAIR_SLOTS 4096
 #define NODE_SLOTS 16
+#define TGID_SLOTS 1024 /* power of two; at most half used */
 #define RATE_LIMIT 17592186044416.0 /* 2**44: |rate * 2**80| < 2**124 */
 
 typedef __int128 i128;
@@ -101,23 +103,65 @@ static inline int parse_str(const char **pp, const char *end, span *out) {
     const char *p = *pp;
     if (p >= end || *p != '"') return 0;
     const char *s = ++p;
-    /* 8 bytes at a time while none is below 0x20, above 0x7e, a quote or a backslash */
-    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
-    while (end - p >= 8) {
-        uint64_t x, q, b;
-        memcpy(&x, p, 8);
-        q = x ^ (ones * '"');
-        b = x ^ (ones * '\\');
-        uint64_t bad = ((x - ones * 0x20) & ~x) | ((x + ones * (127 - 0x7e)) | x) | ((q - ones) & ~q) |
-                       ((b - ones) & ~b);
-        if (bad & highs) break;
-        p += 8;
+    /* 16 bytes at a time: the first byte that is not printable ASCII (signed, the bytes from 0x80
+     * are negative), or is a quote or a backslash, ends the scan */
+    const __m128i below = _mm_set1_epi8(0x1f), above = _mm_set1_epi8(0x7f);
+    const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\');
+    while (end - p >= 16) {
+        __m128i x = _mm_loadu_si128((const __m128i *)p);
+        __m128i ok = _mm_and_si128(_mm_cmpgt_epi8(x, below), _mm_cmplt_epi8(x, above));
+        ok = _mm_andnot_si128(_mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, backslash)), ok);
+        unsigned stop = (unsigned)_mm_movemask_epi8(ok) ^ 0xffffu;
+        if (stop) {
+            p += __builtin_ctz(stop);
+            goto scanned;
+        }
+        p += 16;
     }
     while (p < end && STR_BYTE[(unsigned char)*p]) p++;
+scanned:
     if (p >= end || *p != '"') return 0;
     out->ptr = s;
     out->len = p - s;
     *pp = p + 1;
+    return 1;
+}
+
+/* How many digits p[0:] starts with (16 at a time). */
+static inline Py_ssize_t digit_run(const char *p, const char *end) {
+    const char *q = p;
+    while (end - q >= 16) {
+        __m128i x = _mm_loadu_si128((const __m128i *)q);
+        __m128i d = _mm_and_si128(_mm_cmpgt_epi8(x, _mm_set1_epi8('0' - 1)), _mm_cmplt_epi8(x, _mm_set1_epi8('9' + 1)));
+        unsigned other = (unsigned)_mm_movemask_epi8(d) ^ 0xffffu;
+        if (other) return (q - p) + __builtin_ctz(other);
+        q += 16;
+    }
+    while (q < end && is_digit(*q)) q++;
+    return q - p;
+}
+
+/* parse_int without the value: the same integers pass. */
+static inline int check_int(const char **pp, const char *end) {
+    const char *p = *pp;
+    int neg = 0;
+    if (p < end && *p == '-') {
+        neg = 1;
+        p++;
+    }
+    if (p >= end || !is_digit(*p)) return 0;
+    Py_ssize_t n = 1;
+    if (*p == '0') {
+        if (neg) return 0;
+    } else {
+        n = digit_run(p, end);
+        if (n > 19) return 0;
+        /* 19 digits: within int64 when not above its bound, digit by digit */
+        if (n == 19 && memcmp(p, neg ? "9223372036854775808" : "9223372036854775807", 19) > 0) return 0;
+    }
+    p += n;
+    if (p < end && (is_digit(*p) || *p == '.' || *p == 'e' || *p == 'E')) return 0;
+    *pp = p;
     return 1;
 }
 
@@ -254,18 +298,43 @@ static inline int parse_num(const char **pp, const char *end, double *value) {
     return 1;
 }
 
-/* parse_num without the value, faster: the same numbers pass. */
+/* parse_num without the value, faster: the same numbers pass, and end at the same byte. */
 static inline int check_num(const char **pp, const char *end) {
     const char *p = *pp, *s = p;
+    if (end - p >= 16) {
+        /* The usual number, -?(0|[1-9][0-9]*)(\.[0-9]+)? and its end within 16 bytes, from one mask
+         * of the digits (so at most 15 characters: its magnitude needs no check); anything else
+         * (a leading zero before digits, an exponent, a longer number) is read by the loop below. */
+        __m128i x = _mm_loadu_si128((const __m128i *)p);
+        __m128i d = _mm_and_si128(_mm_cmpgt_epi8(x, _mm_set1_epi8('0' - 1)), _mm_cmplt_epi8(x, _mm_set1_epi8('9' + 1)));
+        unsigned other = ((unsigned)_mm_movemask_epi8(d) ^ 0xffffu) | 0x10000u; /* bit 16: past the window */
+        unsigned k = p[0] == '-';
+        unsigned n = (unsigned)__builtin_ctz(other >> k);
+        if (n == 0) return 0; /* no digit where one must be */
+        if (p[k] != '0' || n == 1) {
+            k += n;
+            if (k < 16 && p[k] == '.') {
+                k++;
+                n = (unsigned)__builtin_ctz(other >> k);
+                if (n == 0 && k < 16) return 0; /* a point without a digit after it */
+                k += n;
+            }
+            if (k < 16 && p[k] != 'e' && p[k] != 'E') {
+                *pp = p + k;
+                return 1;
+            }
+        }
+    }
     if (p < end && *p == '-') p++;
     if (p >= end || !is_digit(*p)) return 0;
     int intdigits = 0, fraczeros = 0, nonzero = 0, exp10 = 0;
     if (*p == '0') {
         p++;
     } else {
-        const char *q = p;
-        while (p < end && is_digit(*p)) p++;
-        intdigits = (int)(p - q);
+        Py_ssize_t n = digit_run(p, end);
+        if (n > 40) return 0; /* too long anyway (and intdigits stays an int) */
+        intdigits = (int)n;
+        p += n;
         nonzero = 1;
     }
     if (p < end && *p == '.') {
@@ -275,7 +344,7 @@ static inline int check_num(const char **pp, const char *end) {
             fraczeros = (int)(p - q);
             if (p < end && is_digit(*p)) nonzero = 1;
         }
-        while (p < end && is_digit(*p)) p++;
+        p += digit_run(p, end);
         if (p == q) return 0;
     }
     if (p < end && (*p == 'e' || *p == 'E')) {
@@ -345,6 +414,11 @@ static inline int parse_calls(const char **pp, const char *end, row *r) {
         NEED(lit);                               \
         if (!parse_int(&p, end, &ival)) return 0; \
     } while (0)
+#define CHECK_INT(lit)                          \
+    do {                                        \
+        NEED(lit);                              \
+        if (!check_int(&p, end)) return 0;      \
+    } while (0)
 #define NUM(lit)                                  \
     do {                                          \
         NEED(lit);                                \
@@ -392,11 +466,11 @@ static int parse_row(const char *p, const char *end, row *r) {
         r->workload = 2;
     else
         return 0;
-    if (HAS(",\"ioctl_count\":")) INT(",\"ioctl_count\":");
-    if (HAS(",\"since_last_gpu_ioctl_ms\":")) INT(",\"since_last_gpu_ioctl_ms\":");
+    if (HAS(",\"ioctl_count\":")) CHECK_INT(",\"ioctl_count\":");
+    if (HAS(",\"since_last_gpu_ioctl_ms\":")) CHECK_INT(",\"since_last_gpu_ioctl_ms\":");
     NUM(",\"usage\":{\"cpu_cores\":");
-    INT(",\"rss_bytes\":");
-    INT(",\"threads\":");
+    CHECK_INT(",\"rss_bytes\":");
+    CHECK_INT(",\"threads\":");
     NUM(",\"ctx_voluntary_s\":");
     NUM(",\"ctx_involuntary_s\":");
     NUM(",\"read_bytes_s\":");
@@ -406,8 +480,8 @@ static int parse_row(const char *p, const char *end, row *r) {
     NUM(",\"runqueue_s\":");
     NUM("},\"cgroup_usage\":{\"cpu_cores\":");
     NUM(",\"cpu_throttled_fraction\":");
-    INT(",\"memory_bytes\":");
-    INT(",\"oom_kills\":");
+    CHECK_INT(",\"memory_bytes\":");
+    CHECK_INT(",\"oom_kills\":");
     NUM(",\"cpu_pressure_avg10\":");
     NUM(",\"memory_pressure_avg10\":");
     NUM(",\"io_pressure_avg10\":");
@@ -415,7 +489,7 @@ static int parse_row(const char *p, const char *end, row *r) {
     r->ncalls = 0;
     if (!parse_calls(&p, end, r)) return 0;
     if (HAS(",\"short_lived\":")) {
-        INT(",\"short_lived\":{\"processes\":");
+        CHECK_INT(",\"short_lived\":{\"processes\":");
         NEED(",\"syscalls\":");
         if (!parse_calls(&p, end, NULL)) return 0;
         NEED("}");
@@ -426,8 +500,8 @@ static int parse_row(const char *p, const char *end, row *r) {
         NUM(",\"rx_packets_s\":");
         NUM(",\"rx_bytes_s\":");
         NUM(",\"listen_drops_s\":");
-        INT(",\"listen_backlog\":");
-        INT(",\"unread_bytes\":");
+        CHECK_INT(",\"listen_backlog\":");
+        CHECK_INT(",\"unread_bytes\":");
         if (HAS(",\"tcp_data_segments_s\":")) NUM(",\"tcp_data_segments_s\":");
         if (HAS(",\"tcp_connections_s\":")) NUM(",\"tcp_connections_s\":");
         NEED("}");
@@ -456,14 +530,20 @@ typedef struct {
     uint64_t hash;
     i128 sum;
     PyObject *big; /* what overflowed `sum`, or NULL */
-    int used;
+    uint32_t gen;  /* used in this call when equal to the state's gen */
 } name_slot;
 
 typedef struct {
     span cid, fw;
     uint64_t hash;
-    int used;
+    uint32_t gen;
 } pair_slot;
+
+typedef struct {
+    long long tgid;
+    int node; /* its node slot */
+    uint32_t gen;
+} tgid_slot;
 
 typedef struct {
     span raw; /* ptr NULL: the file's node */
@@ -474,9 +554,12 @@ typedef struct {
 
 typedef struct {
     name_slot *names;
+    uint32_t gen; /* a slot of names or pairs is in use when its gen equals this */
     int nnames;
     pair_slot *pairs;
     int npairs;
+    tgid_slot *tgids; /* the (node, tgid) pairs added to the tgid sets in this call */
+    int ntgids;
     node_slot nodes[NODE_SLOTS];
     int nnodes;
     span last_cid, last_fw; /* the pair added last (in the set already) */
@@ -507,7 +590,7 @@ static name_slot *find_name(state *st, span name, uint64_t h) {
     size_t i = h & (NAME_SLOTS - 1);
     for (;;) {
         name_slot *s = &st->names[i];
-        if (!s->used) return s;
+        if (s->gen != st->gen) return s;
         if (s->hash == h && s->name.len == name.len && !memcmp(s->name.ptr, name.ptr, (size_t)name.len))
             return s;
         i = (i + 1) & (NAME_SLOTS - 1);
@@ -598,7 +681,7 @@ static int add_pair(state *st, PyObject *processes, span cid, span fw) {
     size_t i = h & (PAIR_SLOTS - 1);
     for (;;) {
         pair_slot *s = &st->pairs[i];
-        if (!s->used) break;
+        if (s->gen != st->gen) break;
         if (s->hash == h && (s->cid.ptr == NULL) == (cid.ptr == NULL) && (s->fw.ptr == NULL) == (fw.ptr == NULL) &&
             s->cid.len == cid.len && s->fw.len == fw.len &&
             (!cid.ptr || !memcmp(s->cid.ptr, cid.ptr, (size_t)cid.len)) &&
@@ -625,7 +708,7 @@ static int add_pair(state *st, PyObject *processes, span cid, span fw) {
         s->cid = cid;
         s->fw = fw;
         s->hash = h;
-        s->used = 1;
+        s->gen = st->gen;
         st->npairs++;
     }
     return 0;
@@ -639,6 +722,35 @@ static int add_long(PyObject *set, long long v) {
     return bad;
 }
 
+/* Add a row's tgid to its node's set, once per call (a set adds a value once anyway). */
+static int add_tgid(state *st, int node, PyObject *set, long long tgid) {
+    uint64_t h = ((uint64_t)tgid ^ ((uint64_t)node << 56)) * 0x9e3779b97f4a7c15ULL;
+    size_t i = (size_t)(h >> 54) & (TGID_SLOTS - 1);
+    for (;;) {
+        tgid_slot *s = &st->tgids[i];
+        if (s->gen != st->gen) break;
+        if (s->tgid == tgid && s->node == node) return 0;
+        i = (i + 1) & (TGID_SLOTS - 1);
+    }
+    if (add_long(set, tgid)) return -1;
+    if (st->ntgids < TGID_SLOTS / 2) { /* else: not remembered, added again next time */
+        tgid_slot *s = &st->tgids[i];
+        s->tgid = tgid;
+        s->node = node;
+        s->gen = st->gen;
+        st->ntgids++;
+    }
+    return 0;
+}
+
+/* The tables fold keeps between calls (allocated once, by the module's init). */
+static row *kept_row;
+static name_slot *kept_names;
+static pair_slot *kept_pairs;
+static tgid_slot *kept_tgids;
+static uint32_t kept_gen;
+static int tables_busy;
+
 static PyObject *fold(PyObject *self, PyObject *args) {
     Py_buffer buf;
     Py_ssize_t start, stop;
@@ -650,11 +762,28 @@ static PyObject *fold(PyObject *self, PyObject *args) {
     PyObject *result = NULL, *deferred = NULL, *sums = NULL;
     state st;
     memset(&st, 0, sizeof st);
-    row *r = PyMem_Malloc(sizeof(row));
-    st.names = PyMem_Calloc(NAME_SLOTS, sizeof(name_slot));
-    st.pairs = PyMem_Calloc(PAIR_SLOTS, sizeof(pair_slot));
+    /* The tables are kept from call to call (a fresh 430 KB per buffer cost as much as parsing a
+     * tenth of it): a new generation empties them. A call made while another runs (never, but a
+     * finalizer could) gets tables of its own. */
+    int own = tables_busy;
+    row *r = own ? PyMem_Malloc(sizeof(row)) : kept_row;
+    st.names = own ? PyMem_Calloc(NAME_SLOTS, sizeof(name_slot)) : kept_names;
+    st.pairs = own ? PyMem_Calloc(PAIR_SLOTS, sizeof(pair_slot)) : kept_pairs;
+    st.tgids = own ? PyMem_Calloc(TGID_SLOTS, sizeof(tgid_slot)) : kept_tgids;
+    if (own) {
+        st.gen = 1;
+    } else {
+        tables_busy = 1;
+        if (++kept_gen == 0) { /* wrapped: every slot's gen may look current again */
+            memset(kept_names, 0, NAME_SLOTS * sizeof(name_slot));
+            memset(kept_pairs, 0, PAIR_SLOTS * sizeof(pair_slot));
+            memset(kept_tgids, 0, TGID_SLOTS * sizeof(tgid_slot));
+            kept_gen = 1;
+        }
+        st.gen = kept_gen;
+    }
     deferred = PyList_New(0);
-    if (!r || !st.names || !st.pairs || !deferred) {
+    if (!r || !st.names || !st.pairs || !st.tgids || !deferred) {
         if (!PyErr_Occurred()) PyErr_NoMemory();
         goto done;
     }
@@ -695,7 +824,7 @@ static PyObject *fold(PyObject *self, PyObject *args) {
             ns->last_ms = r->unix_ms;
             ns->has_last = 1;
         }
-        if (add_long(ns->tgids, r->tgid)) goto done;
+        if (add_tgid(&st, (int)(ns - st.nodes), ns->tgids, r->tgid)) goto done;
         if (add_pair(&st, processes, r->cid, r->fw)) goto done;
         workloads[r->workload]++;
         if (with_sums) {
@@ -703,8 +832,8 @@ static PyObject *fold(PyObject *self, PyObject *args) {
                 call *c = &r->calls[i];
                 uint64_t h = hash_bytes(0xcbf29ce484222325ULL, c->name.ptr, c->name.len);
                 name_slot *s = find_name(&st, c->name, h);
-                if (!s->used) {
-                    s->used = 1;
+                if (s->gen != st.gen) {
+                    s->gen = st.gen;
                     s->name = c->name;
                     s->hash = h;
                     s->sum = 0;
@@ -736,7 +865,7 @@ static PyObject *fold(PyObject *self, PyObject *args) {
     if (with_sums) {
         for (size_t i = 0; i < NAME_SLOTS; i++) {
             name_slot *s = &st.names[i];
-            if (!s->used) continue;
+            if (s->gen != st.gen) continue;
             PyObject *total = i128_to_long(s->sum);
             if (!total) goto done;
             if (s->big) {
@@ -767,10 +896,16 @@ static PyObject *fold(PyObject *self, PyObject *args) {
                                sums, deferred);
 done:
     if (st.names)
-        for (size_t i = 0; i < NAME_SLOTS; i++) Py_XDECREF(st.names[i].big);
-    PyMem_Free(st.names);
-    PyMem_Free(st.pairs);
-    PyMem_Free(r);
+        for (size_t i = 0; i < NAME_SLOTS; i++)
+            if (st.names[i].gen == st.gen) Py_CLEAR(st.names[i].big);
+    if (own) {
+        PyMem_Free(st.names);
+        PyMem_Free(st.pairs);
+        PyMem_Free(st.tgids);
+        PyMem_Free(r);
+    } else {
+        tables_busy = 0;
+    }
     Py_XDECREF(sums);
     Py_XDECREF(deferred);
     PyBuffer_Release(&buf);
@@ -803,5 +938,12 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_rowscan", NULL, -1,
 
 PyMODINIT_FUNC PyInit__rowscan(void) {
     init_tables();
+    if (!kept_row) {
+        kept_row = PyMem_RawMalloc(sizeof(row));
+        kept_names = PyMem_RawCalloc(NAME_SLOTS, sizeof(name_slot));
+        kept_pairs = PyMem_RawCalloc(PAIR_SLOTS, sizeof(pair_slot));
+        kept_tgids = PyMem_RawCalloc(TGID_SLOTS, sizeof(tgid_slot));
+        if (!kept_row || !kept_names || !kept_pairs || !kept_tgids) return PyErr_NoMemory();
+    }
     return PyModule_Create(&module);
 }
