@@ -1,7 +1,11 @@
 """Checks of option values that cyclopts' types do not make (kept apart from croft.app.options,
-which imports cyclopts: `croft collect` starts without it)."""
+which imports cyclopts: `croft collect`, `croft stats` and `croft profile` start without it)."""
 
 from __future__ import annotations
+
+from pathlib import Path
+
+DEFAULT_DATASET = Path("/var/lib/croft/croft-dataset.jsonl")
 
 
 def check_number(
@@ -17,3 +21,28 @@ def check_number(
     if not inside:
         bracket = "(" if low_open else "["
         raise UserError(f"{option} must be a number of {unit} in {bracket}{low:g}, {high:g}], got {value!r}")
+
+
+def window(
+    from_text: str | None, to_text: str | None, from_ms: int | None, to_ms: int | None, now_ms: int
+) -> tuple[int | None, int | None]:
+    """The window [from, to] in unix ms from --from/--to (any time `croft.domain.times` reads) or
+    --from-ms/--to-ms; a `UserError` when both forms of one end are given, a time is not one, or
+    the window ends before it starts."""
+    from croft.domain.times import BadTime, parse_time
+    from croft.errors import UserError
+
+    ends: list[int | None] = []
+    for name, text, millis in (("--from", from_text, from_ms), ("--to", to_text, to_ms)):
+        if text is not None and millis is not None:
+            raise UserError(f"give {name} or {name}-ms, not both")
+        try:
+            ends.append(parse_time(text, now_ms) if text is not None else millis)
+        except BadTime as exc:
+            raise UserError(f"{name} {exc}") from exc
+    start, end = ends
+    if start is not None and end is not None and start > end:
+        first = f"--from {from_text} ({start} unix ms)" if from_text is not None else f"--from-ms {start}"
+        last = f"--to {to_text} ({end} unix ms)" if to_text is not None else f"--to-ms {end}"
+        raise UserError(f"{first} is after {last}; give a window that starts before it ends")
+    return start, end

@@ -14,6 +14,12 @@ if TYPE_CHECKING:
 
 # command -> (module, function) read by `croft.app.fastargs` when its options are plain
 FAST_COMMANDS = {"collect": ("croft.app.collect", "collect")}
+# command -> (module, function, spec): read by `croft.app.fastargs.parse_spec` when its options are
+# plain; the cyclopts signature (and help) stays in croft.app.stats / croft.app.profile
+SPEC_COMMANDS = {
+    "stats": ("croft.app.answers", "stats", "STATS"),
+    "profile": ("croft.app.answers", "profile", "PROFILE"),
+}
 
 
 def build_app() -> App:
@@ -95,11 +101,21 @@ def main(argv: list[str] | None = None) -> int:
 def _fast_command(tokens: list[str]) -> Any:
     """The command `tokens` name, bound to their options, when `croft.app.fastargs` reads them all;
     else None (cyclopts reads them)."""
-    if not tokens or tokens[0] not in FAST_COMMANDS:
+    if not tokens or (tokens[0] not in FAST_COMMANDS and tokens[0] not in SPEC_COMMANDS):
         return None
     import functools
     import importlib
 
+    if tokens[0] in SPEC_COMMANDS:
+        import os
+
+        from croft.app.fastargs import parse_spec
+
+        module, name, spec = SPEC_COMMANDS[tokens[0]]
+        loaded = importlib.import_module(module)
+        function = getattr(loaded, name)
+        kwargs = parse_spec(getattr(loaded, spec), tokens[1:], os.environ)
+        return None if kwargs is None else functools.partial(function, **kwargs)
     from croft.app.fastargs import parse
 
     module, name = FAST_COMMANDS[tokens[0]]

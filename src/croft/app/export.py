@@ -37,7 +37,7 @@ def export(
     if importlib.util.find_spec("pyarrow") is None:  # not imported here: the workers import it
         raise UserError("croft export needs pyarrow, which is not installed; pip install 'croft[export]'")
     from croft.adapters.dataset.export import run_export
-    from croft.app.stats import report_skips
+    from croft.app.answers import report_skips
 
     outcome = run_export(path, to, compression=compression, row_group_mb=row_group_mb, progress=sys.stderr)
     report_skips(outcome.skips.report())

@@ -13,7 +13,7 @@ checks, for generated tokens, that every answer equals the cyclopts app's own re
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,8 @@ _CONVERTERS: dict[str, Callable[[str], Any]] = {
     "float": float,
     "Path": Path,
     "Path | None": Path,
+    "str | None": str,
+    "int | None": int,
     "tuple[str, ...]": str,
 }
 _DIGITS = frozenset("0123456789")
@@ -70,7 +72,7 @@ def parse(function: Callable[..., Any], tokens: Sequence[str]) -> dict[str, Any]
 
 def _plain(annotation: str, value: str) -> bool:
     """Whether `value` reads the same in Python's constructor as in cyclopts' converter."""
-    if annotation == "int":
+    if annotation in ("int", "int | None"):
         return set(value) <= _DIGITS and (value == "0" or value[0] != "0") and len(value) < 19
     if annotation == "float":
         whole, _, fraction = value.partition(".")
@@ -81,6 +83,81 @@ def _plain(annotation: str, value: str) -> bool:
             and (whole == "0" or whole[0] != "0")
             and len(value) < 19
         )
-    if annotation == "Path | None":
+    if annotation in ("Path | None", "str | None"):
         return value.lower() not in ("none", "null")
     return True
+
+
+class Spec:
+    """A command's options as cyclopts reads them, written out for `parse_spec`: `options` maps an
+    option's name (`--from-ms`) to its parameter and annotation (one of `parse`'s), `flags` an option
+    without a value (a `bool`, `negative=()`) to its parameter, `positional` names the parameter and
+    annotation of the one positional argument, `env` a parameter to the variable it defaults from.
+    tests/unit/test_fastargs.py checks each command's spec against its cyclopts signature."""
+
+    def __init__(
+        self,
+        options: dict[str, tuple[str, str]],
+        flags: dict[str, str] | None = None,
+        positional: tuple[str, str] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.options = options
+        self.flags = flags or {}
+        self.positional = positional
+        self.env = env or {}
+
+
+def parse_spec(spec: Spec, tokens: Sequence[str], environ: Mapping[str, str]) -> dict[str, Any] | None:
+    """The arguments `tokens` (and `environ`, for a parameter with an env variable) give the command
+    of `spec`, as cyclopts binds them; None when cyclopts must read them."""
+    given: dict[str, Any] = {}
+    at = 0
+    while at < len(tokens):
+        token = tokens[at]
+        at += 1
+        if not token.startswith("-"):
+            if spec.positional is None or spec.positional[0] in given:
+                return None
+            parameter, annotation = spec.positional
+            value = token
+        elif token in spec.flags:
+            parameter = spec.flags[token]
+            if parameter in given:
+                return None
+            given[parameter] = True
+            continue
+        else:
+            name, equals, value = token.partition("=")
+            if name not in spec.options:
+                return None
+            if not equals:
+                if at == len(tokens):
+                    return None
+                value = tokens[at]
+                at += 1
+            parameter, annotation = spec.options[name]
+        if (
+            parameter in given
+            or not value
+            or value.startswith("-")
+            or annotation not in _CONVERTERS
+            or annotation == "tuple[str, ...]"
+            or not _plain(annotation, value)
+        ):
+            return None
+        given[parameter] = _CONVERTERS[annotation](value)
+    for parameter, variable in spec.env.items():
+        if parameter not in given and variable in environ:
+            value = environ[variable]
+            annotation = _annotation_of(spec, parameter)
+            if not value or value.startswith("-") or not _plain(annotation, value):
+                return None
+            given[parameter] = _CONVERTERS[annotation](value)
+    return given
+
+
+def _annotation_of(spec: Spec, parameter: str) -> str:
+    if spec.positional is not None and spec.positional[0] == parameter:
+        return spec.positional[1]
+    return next(annotation for name, annotation in spec.options.values() if name == parameter)

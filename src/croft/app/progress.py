@@ -47,7 +47,7 @@ class Progress:
         elapsed = time.monotonic() - self._started
         if elapsed < self._after_s:
             return
-        from croft.app.stats import _size
+        from croft.app.answers import _size
 
         rate = done_bytes / elapsed if elapsed > 0 else 0.0
         share = done_bytes / total_bytes if total_bytes else 1.0

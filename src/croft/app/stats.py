@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 from cyclopts import Parameter
 
+from croft.app.answers import _size, render, render_containers, report_skips
 from croft.app.options import DEFAULT_DATASET
-from croft.domain.utc import readable
-from croft.errors import UserError
 
-if TYPE_CHECKING:
-    from collections.abc import Sequence
-
-    from croft.domain.dataset.containers import ContainerEntry
-    from croft.domain.dataset.summary import Stats
+__all__ = ["_size", "render", "render_containers", "report_skips", "stats"]
 
 
 def stats(
@@ -42,141 +36,6 @@ def stats(
     """Summarize a dataset: files, rows, time span, polls, nodes, containers, processes, workloads,
     frameworks and the busiest syscalls. Reads plain files and zstd segments. On a terminal, a read
     longer than a second shows its progress on stderr."""
-    from croft.adapters.dataset.scan import read_containers, read_stats
-    from croft.app.progress import Progress
+    from croft.app import answers
 
-    with Progress.on_stderr() as progress:
-        if containers:
-            _, listing = read_containers(path, progress=progress.update)
-        else:
-            facts, total = read_stats(path, syscalls=True, progress=progress.update)
-    if containers:
-        report_skips(listing.skips.report())
-        entries = listing.listing()
-        if not entries:
-            raise UserError(f"{path} holds no rows; give a dataset that the collector has written to")
-        if json:
-            import orjson
-
-            body = {"containers": [entry.to_json() for entry in entries]}
-            sys.stdout.write(orjson.dumps(body).decode() + "\n")
-        else:
-            render_containers(entries)
-        return 0
-    report_skips(total.skips.report())
-    summary = total.summary(facts)
-    if summary.rows == 0:
-        raise UserError(f"{path} holds no rows; give a dataset that the collector has written to")
-    if json:
-        import orjson
-
-        sys.stdout.write(orjson.dumps(summary.to_json()).decode() + "\n")
-    else:
-        render(path, summary)
-    return 0
-
-
-def render_containers(entries: Sequence[ContainerEntry]) -> None:
-    """One line per container or host cgroup; full ids, whole cgroup paths."""
-    from croft.app.console import PipeConsole
-
-    console = PipeConsole(highlight=False, soft_wrap=True)
-    titles = ("CONTAINER ID", "FRAMEWORK", "NODES", "FIRST SEEN (UTC)", "LAST SEEN (UTC)", "ROWS", "CGROUP")
-    rows = [
-        (
-            entry.container_id or "(host)",
-            entry.framework or "-",
-            ",".join(entry.nodes),
-            readable(entry.first_ms)[:-4],
-            readable(entry.last_ms)[:-4],
-            f"{entry.rows:,}",
-            entry.cgroup,
-        )
-        for entry in entries
-    ]
-    widths = [max(len(title), *(len(row[i]) for row in rows)) for i, title in enumerate(titles)]
-    right = {5}
-    for cells in (titles, *rows):
-        line = "  ".join(
-            cell.rjust(widths[i]) if i in right else cell.ljust(widths[i]) for i, cell in enumerate(cells)
-        )
-        console.print(line.rstrip(), markup=False, style="bold" if cells is titles else None)
-    noun = "container" if sum(e.container_id is not None for e in entries) == 1 else "containers"
-    hosts = sum(e.container_id is None for e in entries)
-    cgroups = "host cgroup" if hosts == 1 else "host cgroups"
-    console.print(
-        f"{sum(e.container_id is not None for e in entries)} {noun}, {hosts} {cgroups}", markup=False
-    )
-
-
-def report_skips(sentences: tuple[str, ...]) -> None:
-    """Each skip report as one `croft: ...` line on stderr."""
-    for sentence in sentences:
-        print(f"croft: {sentence}", file=sys.stderr)
-
-
-def _size(n: float) -> str:
-    """Bytes in binary units, as croft top writes them: 812 B, 12.0 KiB, 1.1 GiB."""
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    raise AssertionError("unreachable")
-
-
-def render(path: Path, s: Stats) -> None:
-    """The human summary: a table of totals, then workloads, frameworks and syscalls side by side."""
-    from rich import box
-    from rich.table import Table
-
-    from croft.app.console import PipeConsole
-
-    console = PipeConsole(highlight=False)
-    totals = Table(box=None, show_header=False, padding=(0, 2, 0, 0))
-    totals.add_column(style="bold")
-    totals.add_column()
-    f = s.files
-    plain = f.files - f.compressed
-    noun = "file" if f.files == 1 else "files"
-    totals.add_row(
-        "files", f"{f.files} {noun} ({f.compressed} zstd, {plain} plain), {_size(f.bytes_on_disk)} on disk"
-    )
-    totals.add_row("rows", f"{s.rows:,}")
-    totals.add_row("skipped", f"{s.skipped_lines:,} lines")
-    if s.first_ms is not None and s.last_ms is not None:
-        totals.add_row("first", f"{s.first_ms}  {readable(s.first_ms, ms=True)}")
-        totals.add_row("last", f"{s.last_ms}  {readable(s.last_ms, ms=True)}")
-    totals.add_row("polls", f"{s.polls:,}")
-    totals.add_row("nodes", f"{len(s.nodes)}: {', '.join(s.nodes)}")
-    totals.add_row("containers", f"{s.containers:,}")
-    totals.add_row("processes", f"{s.processes:,} (distinct node and pid)")
-    console.print(f"[bold]croft stats[/bold] {path}")
-    console.print(totals)
-
-    def table(title: str, headers: tuple[str, str], items: list[tuple[str, str]]) -> Table:
-        t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
-        # whole names (a syscall name is never cut): the column is as wide as its longest
-        t.add_column(headers[0], no_wrap=True, min_width=max([len(headers[0]), *(len(n) for n, _ in items)]))
-        t.add_column(headers[1], justify="right")
-        for name, value in items:
-            t.add_row(name, value)
-        return t
-
-    tables = (
-        table("workloads", ("workload", "rows"), [(w, f"{n:,}") for w, n in s.workloads]),
-        table("frameworks", ("framework", "containers"), [(w, f"{n:,}") for w, n in s.frameworks]),
-        table(
-            "busiest syscalls",
-            ("syscall", "mean calls/s"),
-            [(name, f"{rate:,.1f}") for name, rate in s.busiest_syscalls],
-        ),
-    )
-    if console.width >= 80:  # side by side; one under the other in a narrow terminal
-        grid = Table.grid(padding=(0, 4))
-        grid.add_row(*tables)
-        console.print()
-        console.print(grid)
-        return
-    for t in tables:
-        console.print()
-        console.print(t)
+    return answers.stats(path, json=json, containers=containers)

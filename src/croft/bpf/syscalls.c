@@ -17,8 +17,10 @@
 //   CLONE_THREAD) of a marked one is marked with the same origin, so a fork burst is counted from its
 //   first syscall. `group` is then CROFT_GROUP_ORIGIN | origin.
 // That verdict costs a helper call and two hash lookups, on every syscall of the host. sys_enter
-// keeps the last one per CPU (last_verdict): the next syscall of the same task (pid_tgid) on that
-// CPU reuses it, while both slots of watch_generation hold what they held when it was made:
+// keeps the last two per CPU (last_verdicts; two, so that two tasks taking turns on a CPU, as a
+// pipe's or a socket's two ends do, both find theirs): the next syscall of the same task (pid_tgid)
+// on that CPU reuses its verdict, while both slots of watch_generation hold what they held when it
+// was made:
 // - [0], bumped by user space after it changes watched_cgroups or watched_tgids;
 // - [1], bumped here when a task is created (its pid may be one a verdict was cached for), when a
 //   new process is marked, and when a task moves to another cgroup (cgroup:cgroup_attach_task,
@@ -105,7 +107,13 @@ BPF_HASH(watched_cgroups, u64, u32, CROFT_CGROUP_ROOTS);
 BPF_HASH(watched_tgids, u32, u32, CROFT_TGID_ENTRIES);
 BPF_TABLE("lru_hash", u64, struct cgroup_verdict, cgroup_verdicts, CROFT_VERDICT_ENTRIES);
 BPF_ARRAY(watch_generation, u32, 2);
-BPF_PERCPU_ARRAY(last_verdict, struct task_verdict, 1);
+struct task_verdicts {
+    struct task_verdict slot[2];
+    u32 older;  // the slot the next verdict made replaces
+    u32 pad;
+};
+
+BPF_PERCPU_ARRAY(last_verdicts, struct task_verdicts, 1);
 BPF_PERCPU_ARRAY(syscalls_dropped, u64, 4);
 
 static __always_inline void syscalls_count_dropped(u32 slot) {
@@ -154,37 +162,51 @@ static __always_inline int croft_watched(u32 tgid, u64 *group) {
     return croft_watched_in(bpf_get_current_cgroup_id(), tgid, group);
 }
 
-// croft_watched, through this CPU's last verdict (sys_enter only: see the top of this file).
+#ifdef CROFT_MOVES
+#define CROFT_VERDICT_HOLDS(v) \
+    ((v)->pid_tgid == pid_tgid && (v)->generation == generation_now && (v)->tasks == tasks_now)
+#else
+#define CROFT_VERDICT_HOLDS(v)                                                                   \
+    ((v)->pid_tgid == pid_tgid && (v)->cgroup == cgroup && (v)->generation == generation_now && \
+     (v)->tasks == tasks_now)
+#endif
+
+// croft_watched, through this CPU's last verdicts (sys_enter only: see the top of this file).
 static __always_inline int croft_watched_cached(u64 pid_tgid, u64 *group) {
     u32 zero = 0, one = 1;
     u32 *generation = watch_generation.lookup(&zero);
     u32 *tasks = watch_generation.lookup(&one);
-    struct task_verdict *last = last_verdict.lookup(&zero);
+    struct task_verdicts *last = last_verdicts.lookup(&zero);
     if (!generation || !tasks || !last)
         return croft_watched(pid_tgid >> 32, group);
     // Read before the maps they guard: whatever changes those afterwards bumps them afterwards.
     u32 generation_now = *generation, tasks_now = *tasks;
-#ifdef CROFT_MOVES
-    if (last->pid_tgid == pid_tgid && last->generation == generation_now && last->tasks == tasks_now) {
-        *group = last->group;
-        return last->watched;
+#ifndef CROFT_MOVES
+    u64 cgroup = bpf_get_current_cgroup_id();
+#endif
+    if (CROFT_VERDICT_HOLDS(&last->slot[0])) {
+        *group = last->slot[0].group;
+        return last->slot[0].watched;
     }
+    if (CROFT_VERDICT_HOLDS(&last->slot[1])) {
+        *group = last->slot[1].group;
+        return last->slot[1].watched;
+    }
+#ifdef CROFT_MOVES
     u32 watched = croft_watched(pid_tgid >> 32, group);
 #else
-    u64 cgroup = bpf_get_current_cgroup_id();
-    if (last->pid_tgid == pid_tgid && last->cgroup == cgroup && last->generation == generation_now &&
-        last->tasks == tasks_now) {
-        *group = last->group;
-        return last->watched;
-    }
     u32 watched = croft_watched_in(cgroup, pid_tgid >> 32, group);
-    last->cgroup = cgroup;
 #endif
-    last->pid_tgid = pid_tgid;
-    last->group = *group;
-    last->generation = generation_now;
-    last->tasks = tasks_now;
-    last->watched = watched;
+    struct task_verdict *made = last->older ? &last->slot[1] : &last->slot[0];
+    last->older = !last->older;
+#ifndef CROFT_MOVES
+    made->cgroup = cgroup;
+#endif
+    made->pid_tgid = pid_tgid;
+    made->group = *group;
+    made->generation = generation_now;
+    made->tasks = tasks_now;
+    made->watched = watched;
     return watched;
 }
 

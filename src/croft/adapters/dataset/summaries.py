@@ -45,7 +45,7 @@ from croft.domain.dataset.summary import StatsAccumulator
 
 CHECK_READ_BYTES = 1 << 20  # cache-sized
 SUMMARY_READ_BYTES = 32 << 10  # a plain segment decoded a block at a time: ~0.3 ms holding the GIL
-POOL_CHECK_BYTES = 64 << 20  # compressed bytes to check below which a pool costs more than it saves
+POOL_CHECK_BYTES = 16 << 20  # compressed bytes to check below which a second thread costs more than it saves
 
 
 def summarize(path: Path, compressed: bool) -> dict[str, object] | None:
@@ -96,19 +96,43 @@ def load(f: DatasetFile) -> SegmentSummary | None:
 def load_all(
     files: Sequence[DatasetFile], workers: int, pool_bytes: int = POOL_CHECK_BYTES
 ) -> list[SegmentSummary | None]:
-    """`load` of each of `files`; the checksums on a pool of `workers` processes when they are many
-    bytes (the frames themselves are read here: small)."""
+    """`load` of each of `files`; the checksums on `workers` threads when they are many bytes (the
+    frames themselves are read here: small). zlib.crc32 and readinto let go of the GIL, so threads
+    run the checks side by side without a process pool's start (multiprocessing's imports, forks)."""
     frames = [read_frame(f) for f in files]
     checks = [(f.path, s.data_bytes) for f, s in zip(files, frames, strict=True) if s is not None]
-    if workers > 1 and sum(size for _, size in checks) >= pool_bytes:
-        import multiprocessing  # here: a read that needs no pool does without them
-        from concurrent.futures import ProcessPoolExecutor
-
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-            crcs = iter(list(pool.map(_data_crc, checks, chunksize=max(len(checks) // (4 * workers), 1))))
+    if workers > 1 and len(checks) > 1 and sum(size for _, size in checks) >= pool_bytes:
+        results = _on_threads(checks, min(workers, len(checks)))
     else:
-        crcs = iter([_data_crc(check) for check in checks])
+        results = [_data_crc(check) for check in checks]
+    crcs = iter(results)
     return [s if s is not None and next(crcs) == s.crc32 else None for s in frames]
+
+
+def _on_threads(checks: list[tuple[Path, int]], workers: int) -> list[int | None]:
+    """`_data_crc` of each check, `workers` threads taking the next one in turn."""
+    import threading  # here: a dataset with little to check needs none
+
+    results: list[int | None] = [None] * len(checks)
+    order = iter(range(len(checks)))  # next() on a range iterator is atomic under the GIL
+    failed: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            for at in order:
+                results[at] = _data_crc(checks[at])
+        except BaseException as exc:  # pragma: no cover - data_crc answers None for OSError
+            failed.append(exc)
+
+    threads = [threading.Thread(target=work, daemon=True) for _ in range(workers - 1)]
+    for thread in threads:
+        thread.start()
+    work()  # this thread is one of the workers
+    for thread in threads:
+        thread.join()
+    if failed:
+        raise failed[0]
+    return results
 
 
 def read_frame(f: DatasetFile) -> SegmentSummary | None:
