@@ -49,8 +49,11 @@ def stats(path: Path = DEFAULT_DATASET, *, json: bool = False, containers: bool 
     frameworks and the busiest syscalls. Reads plain files and zstd segments. On a terminal, a read
     longer than a second shows its progress on stderr."""
     from croft.adapters.dataset.scan import read_containers, read_stats
+    from croft.adapters.dataset.summaries import remembered_checks
+    from croft.adapters.host.clock import SystemClock
     from croft.app.progress import Progress
 
+    remembered_checks(SystemClock().now().unix_ms * 1_000_000)
     with Progress.on_stderr() as progress:
         if containers:
             _, listing = read_containers(path, progress=progress.update)
@@ -112,7 +115,8 @@ def profile(
             "give one of a container id, --cgroup PATH or --pid PID"
             + (f", not {' and '.join(given)}" if given else "")
         )
-    start, end = window(from_, to, from_ms, to_ms, SystemClock().now().unix_ms)
+    now_ms = SystemClock().now().unix_ms
+    start, end = window(from_, to, from_ms, to_ms, now_ms)
     if cgroup is not None:
         subject = Subject("cgroup", "/" + cgroup.strip("/") if cgroup.strip("/") else "/")
         what = f"cgroup {subject.value}"
@@ -128,6 +132,9 @@ def profile(
             raise UserError(problem + "; for a host cgroup or a process use --cgroup PATH or --pid PID")
         subject = Subject("container", container_id.lower())
         what = ""
+    from croft.adapters.dataset.summaries import remembered_checks
+
+    remembered_checks(now_ms * 1_000_000)
     found = read_profile(
         dataset, subject.value if subject.kind == "container" else "", start, end, subject=subject
     )

@@ -98,15 +98,117 @@ def load_all(
 ) -> list[SegmentSummary | None]:
     """`load` of each of `files`; the checksums on `workers` threads when they are many bytes (the
     frames themselves are read here: small). zlib.crc32 and readinto let go of the GIL, so threads
-    run the checks side by side without a process pool's start (multiprocessing's imports, forks)."""
+    run the checks side by side without a process pool's start (multiprocessing's imports, forks).
+    With `remembered_checks` on (the croft commands), a file whose check passed before and whose
+    identity, size, mtime and ctime are unchanged since is not read again."""
     frames = [read_frame(f) for f in files]
-    checks = [(f.path, s.data_bytes) for f, s in zip(files, frames, strict=True) if s is not None]
+    memory = _memory[0] if _memory else None
+    keys = [
+        None if s is None or memory is None else memory.key(f.path, s)
+        for f, s in zip(files, frames, strict=True)
+    ]
+    known = [key is not None and memory is not None and key in memory.passed for key in keys]
+    checks = [
+        (f.path, s.data_bytes)
+        for f, s, seen in zip(files, frames, known, strict=True)
+        if s is not None and not seen
+    ]
     if workers > 1 and len(checks) > 1 and sum(size for _, size in checks) >= pool_bytes:
         results = _on_threads(checks, min(workers, len(checks)))
     else:
         results = [_data_crc(check) for check in checks]
     crcs = iter(results)
-    return [s if s is not None and next(crcs) == s.crc32 else None for s in frames]
+    trusted: list[SegmentSummary | None] = []
+    for s, key, seen in zip(frames, keys, known, strict=True):
+        if s is None or (not seen and next(crcs) != s.crc32):
+            trusted.append(None)
+            continue
+        trusted.append(s)
+        if memory is not None and key is not None and not seen:
+            memory.passed_now(key)
+    if memory is not None:
+        memory.save()
+    return trusted
+
+
+class CheckMemory:
+    """The trust checks that passed, by the file's device, inode, size, mtime and ctime and the
+    summary's data size and CRC-32 (`key`), kept in one small file. Any write to a file (or utime,
+    or rename over it) gives it a new ctime, which the kernel sets and no one can set back, so a
+    remembered check holds only for the bytes it read. A check is remembered only for a file whose
+    ctime is older than the check by `RACY_NS`: a write in the same clock tick as the last one
+    would leave the ctime as it was (git's racily clean index entries)."""
+
+    RACY_NS = 2_000_000_000
+    LIMIT = 100_000  # entries kept, the newest
+
+    def __init__(self, path: Path, now_ns: int) -> None:
+        self.path = path
+        self.now_ns = now_ns  # before any check of this process began
+        self.passed: dict[tuple[int, ...], int] = {}
+        self.added = False
+        try:
+            import orjson
+
+            for entry in orjson.loads(path.read_bytes()):
+                *key, at = entry
+                self.passed[tuple(int(k) for k in key)] = int(at)
+        except (OSError, ValueError, TypeError):
+            self.passed = {}  # none yet, or unreadable: every file is checked
+
+    @staticmethod
+    def key(path: Path, summary: SegmentSummary) -> tuple[int, ...] | None:
+        try:
+            facts = path.stat()
+        except OSError:
+            return None
+        return (
+            facts.st_dev,
+            facts.st_ino,
+            facts.st_size,
+            facts.st_mtime_ns,
+            facts.st_ctime_ns,
+            summary.data_bytes,
+            summary.crc32,
+        )
+
+    def passed_now(self, key: tuple[int, ...]) -> None:
+        if key[4] < self.now_ns - self.RACY_NS:
+            self.passed[key] = self.now_ns
+            self.added = True
+
+    def save(self) -> None:
+        if not self.added:
+            return
+        import orjson
+
+        newest = sorted(self.passed.items(), key=lambda item: item[1])[-self.LIMIT :]
+        body = orjson.dumps([[*key, at] for key, at in newest])
+        temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            temporary.write_bytes(body)
+            temporary.replace(self.path)
+        except OSError:
+            with contextlib.suppress(OSError):
+                temporary.unlink()
+        self.added = False
+
+
+_memory: list[CheckMemory] = []
+
+
+def remembered_checks(now_ns: int, path: Path | None = None) -> CheckMemory:
+    """Remember passed trust checks in `path` (default: $CROFT_CACHE_DIR, else $XDG_CACHE_HOME/croft
+    or ~/.cache/croft, then trusted-summaries.json) for every later `load_all` of this process;
+    `now_ns`: the time now (unix ns), before any check."""
+    if path is None:
+        base = os.environ.get("CROFT_CACHE_DIR")
+        cache = os.environ.get("XDG_CACHE_HOME")
+        folder = Path(base) if base else (Path(cache) if cache else Path("~/.cache").expanduser()) / "croft"
+        path = folder / "trusted-summaries.json"
+    _memory[:] = [CheckMemory(path, now_ns)]
+    return _memory[0]
 
 
 def _on_threads(checks: list[tuple[Path, int]], workers: int) -> list[int | None]:
