@@ -20,6 +20,11 @@ if TYPE_CHECKING:
     from croft.domain.dataset.summary import Stats
 
 SHOWN_IDS = 10  # an ambiguous prefix lists at most this many of the ids it matches
+# lines (decompressed) below which croft profile reads in this process: its work per line (a search
+# for the subject) is a fraction of stats', so a worker pool's start (multiprocessing's imports, the
+# forks, ~0.1 CPU s) pays only beyond a few hourly segments (benchmarks/summaries.py: an hour's
+# window, one 65 MB segment and three 11 MB live files, 0.44-0.60 s inline vs 0.66-0.84 s on 2 workers)
+PROFILE_INLINE_BYTES = 256 << 20
 
 
 # the options of croft.app.stats.stats and croft.app.profile.profile, for `croft.app.fastargs.parse_spec`
@@ -136,7 +141,12 @@ def profile(
 
     remembered_checks(now_ms * 1_000_000)
     found = read_profile(
-        dataset, subject.value if subject.kind == "container" else "", start, end, subject=subject
+        dataset,
+        subject.value if subject.kind == "container" else "",
+        start,
+        end,
+        subject=subject,
+        inline_bytes=PROFILE_INLINE_BYTES,
     )
     report_skips(found.skips.report())
     ids = found.matching_ids()
