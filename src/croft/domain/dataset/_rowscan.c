@@ -9,8 +9,8 @@
  * the calendar), numbers in the JSON grammar whose decimal exponent keeps them well inside a double
  * (a rate is parsed exactly: Clinger's fast path, else Python's correctly rounded dtoa), workloads
  * of the Literal, optional keys absent or of their type (never null). Everything else -- escapes,
- * non-ASCII, null optional keys, unusual numbers, too many syscalls, rates of 2**44 or more -- is
- * deferred, so the totals always equal what the Python path computes from the same lines
+ * non-ASCII, null optional keys, unusual numbers, and when the syscalls are summed too many of
+ * them or rates of 2**44 or more -- is deferred, so the totals always equal what the Python path computes from the same lines
  * (tests/unit/test_rowscan.py).
  *
  * fold(data, start, stop, node, polls, tgids, processes, with_sums)
@@ -425,7 +425,9 @@ static inline int parse_calls(const char **pp, const char *end, row *r) {
         if (!check_num(&p, end)) return 0;       \
     } while (0)
 
-static int parse_row(const char *p, const char *end, row *r) {
+/* With `calls`, the row's syscalls are kept in r (their rates parsed, at most MAX_ROW_CALLS of
+ * them, each below RATE_LIMIT); without, they are only checked (their rates count in no total). */
+static int parse_row(const char *p, const char *end, row *r, int calls) {
     span tmp;
     long long ival;
     INT("{\"unix_ms\":");
@@ -487,7 +489,7 @@ static int parse_row(const char *p, const char *end, row *r) {
     NUM(",\"io_pressure_avg10\":");
     NEED("},\"syscalls\":");
     r->ncalls = 0;
-    if (!parse_calls(&p, end, r)) return 0;
+    if (!parse_calls(&p, end, calls ? r : NULL)) return 0;
     if (HAS(",\"short_lived\":")) {
         CHECK_INT(",\"short_lived\":{\"processes\":");
         NEED(",\"syscalls\":");
@@ -799,7 +801,7 @@ static PyObject *fold(PyObject *self, PyObject *args) {
         const char *end = nl ? nl : data + stop;
         pos = (end - data) + 1;
         Py_ssize_t n = end - line;
-        int ok = n <= MAX_LINE_BYTES && parse_row(line, end, r);
+        int ok = n <= MAX_LINE_BYTES && parse_row(line, end, r, with_sums);
         node_slot *ns = NULL;
         if (ok && with_sums && st.nnames + r->ncalls > NAME_SLOTS / 2) ok = 0;
         if (ok) {
@@ -922,7 +924,7 @@ static PyObject *accepts(PyObject *self, PyObject *args) {
         return PyErr_NoMemory();
     }
     const char *p = buf.buf;
-    int ok = buf.len <= MAX_LINE_BYTES && !memchr(p, '\n', (size_t)buf.len) && parse_row(p, p + buf.len, r);
+    int ok = buf.len <= MAX_LINE_BYTES && !memchr(p, '\n', (size_t)buf.len) && parse_row(p, p + buf.len, r, 1);
     PyMem_Free(r);
     PyBuffer_Release(&buf);
     return PyBool_FromLong(ok);
