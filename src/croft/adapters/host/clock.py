@@ -11,7 +11,7 @@ import threading
 import time
 from typing import Protocol
 
-from croft.domain.collector.snapshot import Instant
+from croft.domain.instant import Instant
 
 
 class Clock(Protocol):

@@ -12,14 +12,7 @@ from collections.abc import Mapping
 import attrs
 
 from croft.domain.collector.kernel import GpuHolders, KernelSample
-
-
-@attrs.frozen
-class Instant:
-    """One reading of the clock: wall time for rows, CLOCK_MONOTONIC for intervals."""
-
-    unix_ms: int
-    monotonic_ns: int
+from croft.domain.instant import Instant as Instant  # re-exported: its home before the clock's own module
 
 
 @attrs.frozen(cache_hash=True)
