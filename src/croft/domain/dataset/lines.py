@@ -90,6 +90,12 @@ def decode_block(data: bytes, start: int, stop: int, skipped: Counter[str]) -> l
         return list(map(ROW_DECODER.decode, lines))
     except (msgspec.DecodeError, RecursionError):
         pass
+    return views_of(lines, skipped)
+
+
+def views_of(lines: list[bytes], skipped: Counter[str]) -> list[Any]:
+    """The rows (`views.RowSchema`) of `lines` (each without its newline), judged one by one by
+    `view`, in order; each skipped line counted in `skipped` by kind."""
     rows = []
     for line in lines:
         found = view(line)

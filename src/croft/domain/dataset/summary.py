@@ -26,7 +26,7 @@ from typing import Any
 
 import attrs
 
-from croft.domain.dataset.lines import decode_block, view
+from croft.domain.dataset.lines import decode_block, views_of
 from croft.domain.dataset.row import WORKLOADS
 from croft.domain.dataset.skips import SkipTally
 
@@ -155,14 +155,7 @@ class StatsAccumulator:
             for name, total in sums:
                 self.syscall_sums[name] += total
         if deferred:
-            views = []
-            for line in deferred:
-                found = view(line)
-                if isinstance(found, str):
-                    skipped[found] += 1
-                elif found is not None:
-                    views.append(found)
-            self.add(node, views)
+            self.add(node, views_of(deferred, skipped))
 
     def _add(self, node: str, views: Sequence[Any]) -> None:
         self.rows += len(views)
