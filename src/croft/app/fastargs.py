@@ -33,41 +33,20 @@ _DIGITS = frozenset("0123456789")
 
 def parse(function: Callable[..., Any], tokens: Sequence[str]) -> dict[str, Any] | None:
     """The keyword arguments `tokens` give `function`, or None when cyclopts must read them."""
+    return parse_spec(spec_of(function), tokens, {})
+
+
+def spec_of(function: Callable[..., Any]) -> Spec:
+    """The `Spec` of `function`'s keyword-only parameters whose annotation `parse` reads."""
     annotations: dict[str, Any] = getattr(function, "__annotations__", {})
     defaults: dict[str, Any] = getattr(function, "__kwdefaults__", None) or {}
-    given: dict[str, Any] = {}
-    at = 0
-    while at < len(tokens):
-        token = tokens[at]
-        if not token.startswith("--"):
-            return None
-        name, equals, value = token[2:].partition("=")
-        if not equals:
-            if at + 1 == len(tokens):
-                return None
-            value = tokens[at + 1]
-            at += 1
-        at += 1
-        parameter = name.replace("-", "_")
-        annotation = annotations.get(parameter)
-        if (
-            "_" in name
-            or parameter not in defaults
-            or not isinstance(annotation, str)
-            or annotation not in _CONVERTERS
-            or not value
-            or value.startswith("-")
-            or not _plain(annotation, value)
-        ):
-            return None
-        converted = _CONVERTERS[annotation](value)
-        if annotation == "tuple[str, ...]":
-            given[parameter] = (*given.get(parameter, ()), converted)
-        elif parameter in given:
-            return None
-        else:
-            given[parameter] = converted
-    return given
+    return Spec(
+        options={
+            "--" + parameter.replace("_", "-"): (parameter, annotation)
+            for parameter, annotation in annotations.items()
+            if parameter in defaults and isinstance(annotation, str) and annotation in _CONVERTERS
+        }
+    )
 
 
 def _plain(annotation: str, value: str) -> bool:
@@ -89,11 +68,12 @@ def _plain(annotation: str, value: str) -> bool:
 
 
 class Spec:
-    """A command's options as cyclopts reads them, written out for `parse_spec`: `options` maps an
-    option's name (`--from-ms`) to its parameter and annotation (one of `parse`'s), `flags` an option
-    without a value (a `bool`, `negative=()`) to its parameter, `positional` names the parameter and
-    annotation of the one positional argument, `env` a parameter to the variable it defaults from.
-    tests/unit/test_fastargs.py checks each command's spec against its cyclopts signature."""
+    """A command's options as cyclopts reads them, for `parse_spec`: `options` maps an option's name
+    (`--from-ms`) to its parameter and annotation (one of `parse`'s; `tuple[str, ...]` repeats),
+    `flags` an option without a value (a `bool`, `negative=()`) to its parameter, `positional` names
+    the parameter and annotation of the one positional argument, `env` a parameter to the variable it
+    defaults from. `spec_of` derives one from a signature; the fastargs tests check each command's
+    reading against its cyclopts signature."""
 
     def __init__(
         self,
@@ -137,16 +117,17 @@ def parse_spec(spec: Spec, tokens: Sequence[str], environ: Mapping[str, str]) ->
                 value = tokens[at]
                 at += 1
             parameter, annotation = spec.options[name]
+        repeatable = annotation == "tuple[str, ...]"
         if (
-            parameter in given
+            (parameter in given and not repeatable)
             or not value
             or value.startswith("-")
             or annotation not in _CONVERTERS
-            or annotation == "tuple[str, ...]"
             or not _plain(annotation, value)
         ):
             return None
-        given[parameter] = _CONVERTERS[annotation](value)
+        converted = _CONVERTERS[annotation](value)
+        given[parameter] = (*given.get(parameter, ()), converted) if repeatable else converted
     for parameter, variable in spec.env.items():
         if parameter not in given and variable in environ:
             value = environ[variable]
