@@ -8,7 +8,6 @@ needs, and test them (tests/unit/test_cli.py).
 from __future__ import annotations
 
 import sys
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from croft.adapters.threads import InOrder
 from croft.app.checks import check_number
 from croft.domain.deploy.labels import COLLECTOR_SELECTOR, METRICS_PORT
 from croft.errors import UserError
@@ -197,7 +197,7 @@ def copy_all(targets: Targets, out: Path, deadline: Deadline | None = None) -> i
             (_copy_node, open_source, out / node, task)
             for (node, open_source), task in zip(targets, tasks, strict=True)
         ]
-        workers = _InOrder(calls, max(min(PARALLEL_NODES, len(targets)), 1))
+        workers = InOrder(calls, max(min(PARALLEL_NODES, len(targets)), 1), name="croft-collect")
         try:
             for at, ((node, _), task) in enumerate(zip(targets, tasks, strict=True)):
                 outcome = workers.result(at)
@@ -216,49 +216,6 @@ def copy_all(targets: Targets, out: Path, deadline: Deadline | None = None) -> i
         f"{_mb(written)} written, {_mb(moved)} moved"
     )
     return 1 if failed else 0
-
-
-class _InOrder:
-    """Each call `(function, *args)` run on one of `workers` threads, taken in order; `result(i)`
-    waits for the i-th call's outcome (raising what it raised). (A ThreadPoolExecutor without
-    concurrent.futures' imports, logging among them, which `croft collect`'s start does not need.)"""
-
-    def __init__(self, calls: list[tuple[Any, ...]], workers: int) -> None:
-        self._calls = calls
-        self._outcomes: list[tuple[bool, Any]] = [(False, None)] * len(calls)
-        self._done = [threading.Event() for _ in calls]
-        self._next = iter(range(len(calls)))
-        self._lock = threading.Lock()
-        self._threads = [
-            threading.Thread(target=self._work, name=f"croft-collect-{n}") for n in range(workers)
-        ]
-        for thread in self._threads:
-            thread.start()
-
-    def _work(self) -> None:
-        while True:
-            with self._lock:
-                at = next(self._next, None)
-            if at is None:
-                return
-            function, *args = self._calls[at]
-            try:
-                self._outcomes[at] = (True, function(*args))
-            except BaseException as exc:  # handed to the caller by result()
-                self._outcomes[at] = (False, exc)
-            finally:
-                self._done[at].set()
-
-    def result(self, at: int) -> Any:
-        self._done[at].wait()
-        ok, value = self._outcomes[at]
-        if not ok:
-            raise value
-        return value
-
-    def join(self) -> None:
-        for thread in self._threads:
-            thread.join()
 
 
 def _report(node: str, outcome: _Outcome) -> None:

@@ -212,29 +212,14 @@ def remembered_checks(now_ns: int, path: Path | None = None) -> CheckMemory:
 
 
 def _on_threads(checks: list[tuple[Path, int]], workers: int) -> list[int | None]:
-    """`_data_crc` of each check, `workers` threads taking the next one in turn."""
-    import threading  # here: a dataset with little to check needs none
+    """`_data_crc` of each check, on `workers` threads taking the next one in turn."""
+    from croft.adapters.threads import InOrder  # here: a dataset with little to check needs none
 
-    results: list[int | None] = [None] * len(checks)
-    order = iter(range(len(checks)))  # next() on a range iterator is atomic under the GIL
-    failed: list[BaseException] = []
-
-    def work() -> None:
-        try:
-            for at in order:
-                results[at] = _data_crc(checks[at])
-        except BaseException as exc:  # pragma: no cover - data_crc answers None for OSError
-            failed.append(exc)
-
-    threads = [threading.Thread(target=work, daemon=True) for _ in range(workers - 1)]
-    for thread in threads:
-        thread.start()
-    work()  # this thread is one of the workers
-    for thread in threads:
-        thread.join()
-    if failed:
-        raise failed[0]
-    return results
+    pool = InOrder([(_data_crc, check) for check in checks], workers, name="croft-check")
+    try:
+        return [pool.result(at) for at in range(len(checks))]
+    finally:
+        pool.join()
 
 
 def read_frame(f: DatasetFile) -> SegmentSummary | None:
