@@ -197,6 +197,38 @@ static inline int parse_int(const char **pp, const char *end, long long *out) {
 static const double POW10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
                                  1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
+/* The end of a number that began at `s` and whose digits end at `*pp`: its optional exponent
+ * ([eE][+-]?[0-9]{1,3}, into `*exp10`), then the checks both scanners make: at most 40 characters,
+ * and a magnitude well inside a double's normal range. */
+static inline int num_tail(const char **pp, const char *end, const char *s, int nonzero, int intdigits,
+                           int fraczeros, int *exp10) {
+    const char *p = *pp;
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        int eneg = 0;
+        if (p < end && (*p == '+' || *p == '-')) {
+            eneg = *p == '-';
+            p++;
+        }
+        if (p >= end || !is_digit(*p)) return 0;
+        int digits = 0;
+        while (p < end && is_digit(*p)) {
+            *exp10 = *exp10 * 10 + (*p - '0');
+            p++;
+            if (++digits > 3) return 0;
+        }
+        if (eneg) *exp10 = -*exp10;
+    }
+    if (p - s > 40) return 0;
+    if (nonzero) {
+        /* The value lies in [10**(lead-1), 10**lead) */
+        int lead = (intdigits ? intdigits : -fraczeros) + *exp10;
+        if (lead > 300 || lead < -300) return 0;
+    }
+    *pp = p;
+    return 1;
+}
+
 /* A JSON number whose magnitude is well inside a double's normal range (or exactly zero):
  * -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]{1,3})?, at most 40 characters. With `value`, its
  * double, correctly rounded. */
@@ -246,28 +278,7 @@ static inline int parse_num(const char **pp, const char *end, double *value) {
         }
     }
     int exp10 = 0;
-    if (p < end && (*p == 'e' || *p == 'E')) {
-        p++;
-        int eneg = 0;
-        if (p < end && (*p == '+' || *p == '-')) {
-            eneg = *p == '-';
-            p++;
-        }
-        if (p >= end || !is_digit(*p)) return 0;
-        int digits = 0;
-        while (p < end && is_digit(*p)) {
-            exp10 = exp10 * 10 + (*p - '0');
-            p++;
-            if (++digits > 3) return 0;
-        }
-        if (eneg) exp10 = -exp10;
-    }
-    if (p - s > 40) return 0;
-    if (nonzero) {
-        /* The value lies in [10**(lead-1), 10**lead) */
-        int lead = (intdigits ? intdigits : -fraczeros) + exp10;
-        if (lead > 300 || lead < -300) return 0;
-    }
+    if (!num_tail(&p, end, s, nonzero, intdigits, fraczeros, &exp10)) return 0;
     if (value) {
         double v;
         int e = scale + exp10;
@@ -347,27 +358,7 @@ static inline int check_num(const char **pp, const char *end) {
         p += digit_run(p, end);
         if (p == q) return 0;
     }
-    if (p < end && (*p == 'e' || *p == 'E')) {
-        p++;
-        int eneg = 0;
-        if (p < end && (*p == '+' || *p == '-')) {
-            eneg = *p == '-';
-            p++;
-        }
-        if (p >= end || !is_digit(*p)) return 0;
-        int digits = 0;
-        while (p < end && is_digit(*p)) {
-            exp10 = exp10 * 10 + (*p - '0');
-            p++;
-            if (++digits > 3) return 0;
-        }
-        if (eneg) exp10 = -exp10;
-    }
-    if (p - s > 40) return 0;
-    if (nonzero) {
-        int lead = (intdigits ? intdigits : -fraczeros) + exp10;
-        if (lead > 300 || lead < -300) return 0;
-    }
+    if (!num_tail(&p, end, s, nonzero, intdigits, fraczeros, &exp10)) return 0;
     *pp = p;
     return 1;
 }
