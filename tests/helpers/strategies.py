@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import strategies as st
 
 from croft.domain.dataset.row import (
@@ -86,3 +88,15 @@ def rows(draw: st.DrawFn) -> Row:
         ingress=draw(st.none() | ingresses),
         node=draw(st.none() | text),
     )
+
+
+def paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every key path into the nested dicts and lists of `value`."""
+    found = [prefix]
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            found += paths(inner, (*prefix, key))
+    elif isinstance(value, list):
+        for index, inner in enumerate(value):
+            found += paths(inner, (*prefix, index))
+    return found

@@ -18,6 +18,7 @@ from croft.domain.dataset.row import Row
 from croft.domain.dataset.views import ROW_DECODER
 from tests.helpers import strategies as s
 from tests.helpers.rows import make_row
+from tests.helpers.strategies import paths
 
 json_values = st.recursive(
     st.none()
@@ -29,18 +30,6 @@ json_values = st.recursive(
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
     max_leaves=6,
 )
-
-
-def paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    """Every key path into the nested dicts and lists of `value`."""
-    found = [prefix]
-    if isinstance(value, dict):
-        for key, inner in value.items():
-            found += paths(inner, (*prefix, key))
-    elif isinstance(value, list):
-        for index, inner in enumerate(value):
-            found += paths(inner, (*prefix, index))
-    return found
 
 
 @st.composite

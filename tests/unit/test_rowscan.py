@@ -41,6 +41,7 @@ from croft.domain.dataset.row import (
 )
 from croft.domain.dataset.summary import NATIVE, StatsAccumulator
 from tests.helpers import strategies as s
+from tests.helpers.strategies import paths
 
 LAW = settings(
     max_examples=int(os.environ.get("CROFT_ROWSCAN_EXAMPLES", "400")),
@@ -362,18 +363,6 @@ def test_every_field_at_its_bounds_and_of_every_type() -> None:
 
     assert _rowscan.accepts(codec.encode_row(FULL)[:-1])
     assert sum(map(_rowscan.accepts, found)) > 100  # the values within bounds are taken
-
-
-def paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    """Every key path into the nested dicts and lists of `value`."""
-    found = [prefix]
-    if isinstance(value, dict):
-        for key, inner in value.items():
-            found += paths(inner, (*prefix, key))
-    elif isinstance(value, list):
-        for index, inner in enumerate(value):
-            found += paths(inner, (*prefix, index))
-    return found
 
 
 @needs_native
