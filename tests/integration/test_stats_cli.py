@@ -175,3 +175,21 @@ def test_nodes_are_the_ones_rows_name_and_directory_names_only_for_older_rows(tm
     profile = croft("profile", EXAMPLE_CONTAINER[:8], "--dataset", str(tmp_path / "nodes"))
     assert profile.returncode == 0, profile.stderr
     assert json.loads(profile.stdout)["nodes"] == ["gpu-a", "gpu-b", "old-node"]
+
+
+@pytest.mark.parametrize("columns", ["100", "70"])
+def test_the_piped_summary_is_the_text_rich_lays_out(columns: str) -> None:
+    import io
+
+    from croft.adapters.dataset.scan import read_stats
+    from croft.app.answers import render_rich
+    from croft.app.console import PipeConsole
+
+    path = FIXTURES / "nodes"
+    out = croft("stats", str(path), env={"COLUMNS": columns})
+    assert out.returncode == 0, out.stderr
+    facts, total = read_stats(path, syscalls=True)
+    expected = io.StringIO()
+    console = PipeConsole(highlight=False, file=expected, width=int(columns), color_system=None)
+    render_rich(path, total.summary(facts), console)
+    assert out.stdout == expected.getvalue()

@@ -124,6 +124,9 @@ def test_the_answers_take_the_cyclopts_signatures_defaults() -> None:
 
 
 def test_stats_and_profile_start_without_cyclopts() -> None:
+    """Nor does croft stats' human summary import rich where rich would write it without styles
+    and wrap nothing (a pipe, 100 columns)."""
+    import os
     import subprocess
     import sys
 
@@ -133,9 +136,15 @@ def test_stats_and_profile_start_without_cyclopts() -> None:
         "from croft.app.cli import main\n"
         "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
         f"    assert main(['stats', {str(sample)!r}, '--json']) == 0\n"
+        f"    assert main(['stats', {str(sample)!r}]) == 0\n"
         f"    main(['profile', 'abcd', '--dataset', {str(sample)!r}])\n"
         "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in "
         "('cyclopts', 'rich', 'multiprocessing', 'concurrent'))))\n"
     )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    environ = {**os.environ, "COLUMNS": "100"}
+    for name in ("FORCE_COLOR", "TTY_COMPATIBLE"):
+        environ.pop(name, None)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, env=environ
+    )
     assert done.stdout.split() == [], done.stdout

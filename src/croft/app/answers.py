@@ -16,6 +16,8 @@ from croft.errors import UserError
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from rich.console import Console
+
     from croft.domain.dataset.containers import ContainerEntry
     from croft.domain.dataset.summary import Stats
 
@@ -215,41 +217,44 @@ def report_skips(sentences: tuple[str, ...]) -> None:
 
 def _size(n: float) -> str:
     """Bytes in binary units, as croft top writes them: 812 B, 12.0 KiB, 1.1 GiB."""
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    raise AssertionError("unreachable")
+    from croft.app.stats_text import size
+
+    return size(n)
 
 
 def render(path: Path, s: Stats) -> None:
-    """The human summary: a table of totals, then workloads, frameworks and syscalls side by side."""
+    """The human summary: a table of totals, then workloads, frameworks and syscalls side by side
+    (one under the other in a narrow terminal). Where rich would write it without control codes
+    and wrap nothing, it is written as the same text without importing rich (croft.app.stats_text)."""
+    import os
+
+    from croft.app.stats_text import plain_lines, plain_width
+
+    width = plain_width(os.environ, sys.stdout)
+    lines = None if width is None else plain_lines(path, s, width)
+    if lines is not None:
+        sys.stdout.write("".join(line + "\n" for line in lines))
+        return
+    render_rich(path, s)
+
+
+def render_rich(path: Path, s: Stats, console: Console | None = None) -> None:
+    """`render` through rich: a table of totals, then workloads, frameworks and syscalls side by
+    side, or one under the other on a console narrower than 80 columns."""
     from rich import box
     from rich.table import Table
 
     from croft.app.console import PipeConsole
+    from croft.app.stats_text import tables, totals
 
-    console = PipeConsole(highlight=False)
-    totals = Table(box=None, show_header=False, padding=(0, 2, 0, 0))
-    totals.add_column(style="bold")
-    totals.add_column()
-    f = s.files
-    plain = f.files - f.compressed
-    noun = "file" if f.files == 1 else "files"
-    totals.add_row(
-        "files", f"{f.files} {noun} ({f.compressed} zstd, {plain} plain), {_size(f.bytes_on_disk)} on disk"
-    )
-    totals.add_row("rows", f"{s.rows:,}")
-    totals.add_row("skipped", f"{s.skipped_lines:,} lines")
-    if s.first_ms is not None and s.last_ms is not None:
-        totals.add_row("first", f"{s.first_ms}  {readable(s.first_ms, ms=True)}")
-        totals.add_row("last", f"{s.last_ms}  {readable(s.last_ms, ms=True)}")
-    totals.add_row("polls", f"{s.polls:,}")
-    totals.add_row("nodes", f"{len(s.nodes)}: {', '.join(s.nodes)}")
-    totals.add_row("containers", f"{s.containers:,}")
-    totals.add_row("processes", f"{s.processes:,} (distinct node and pid)")
+    console = console or PipeConsole(highlight=False)
+    table_of_totals = Table(box=None, show_header=False, padding=(0, 2, 0, 0))
+    table_of_totals.add_column(style="bold")
+    table_of_totals.add_column()
+    for name, value in totals(s):
+        table_of_totals.add_row(name, value)
     console.print(f"[bold]croft stats[/bold] {path}")
-    console.print(totals)
+    console.print(table_of_totals)
 
     def table(title: str, headers: tuple[str, str], items: list[tuple[str, str]]) -> Table:
         t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
@@ -260,22 +265,14 @@ def render(path: Path, s: Stats) -> None:
             t.add_row(name, value)
         return t
 
-    tables = (
-        table("workloads", ("workload", "rows"), [(w, f"{n:,}") for w, n in s.workloads]),
-        table("frameworks", ("framework", "containers"), [(w, f"{n:,}") for w, n in s.frameworks]),
-        table(
-            "busiest syscalls",
-            ("syscall", "mean calls/s"),
-            [(name, f"{rate:,.1f}") for name, rate in s.busiest_syscalls],
-        ),
-    )
+    three = [table(*part) for part in tables(s)]
     if console.width >= 80:  # side by side; one under the other in a narrow terminal
         grid = Table.grid(padding=(0, 4))
-        grid.add_row(*tables)
+        grid.add_row(*three)
         console.print()
         console.print(grid)
         return
-    for t in tables:
+    for t in three:
         console.print()
         console.print(t)
 

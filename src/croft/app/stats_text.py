@@ -1,0 +1,169 @@
+"""croft stats' human summary as plain text, without importing rich (whose import alone cost more
+than a summarized dataset's whole answer, benchmarks/summaries.py).
+
+`render` in croft.app.answers lays the summary out with rich. When rich would write it without
+control codes (stdout not a terminal, NO_COLOR, a dumb terminal) and every table fits the width
+rich would use, so that it wraps nothing, `plain_lines` gives the very same characters; when it
+cannot be sure (text rich reads as markup or emoji codes, characters other than printable ASCII,
+something wider than the console), it answers None and rich renders. tests/unit/test_stats_text.py
+compares the two for generated summaries and widths.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, TextIO
+
+from croft.domain.utc import readable
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from croft.domain.dataset.summary import Stats
+
+SIDE_BY_SIDE_WIDTH = 80  # `render` puts the three tables side by side from this width on
+TOTALS_GAP = 2  # the totals table's right padding of each cell
+GRID_GAP = 4  # between the side-by-side tables
+_RULE = "\u2500"  # box.SIMPLE_HEAD's line under the header
+# printable ASCII without what rich's markup and emoji codes read ([tag], \escape, :name:)
+_PLAIN = re.compile(r"[ -Z^-~]*")
+_EMOJI = re.compile(r":(\S*?):")
+
+Table = tuple[str, tuple[str, str], list[tuple[str, str]]]  # title, headers, (name, value) rows
+
+
+def size(n: float) -> str:
+    """Bytes in binary units, as croft top writes them: 812 B, 12.0 KiB, 1.1 GiB."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def totals(s: Stats) -> list[tuple[str, str]]:
+    """The (name, value) rows of the summary's first table."""
+    f = s.files
+    plain = f.files - f.compressed
+    noun = "file" if f.files == 1 else "files"
+    rows = [
+        ("files", f"{f.files} {noun} ({f.compressed} zstd, {plain} plain), {size(f.bytes_on_disk)} on disk"),
+        ("rows", f"{s.rows:,}"),
+        ("skipped", f"{s.skipped_lines:,} lines"),
+    ]
+    if s.first_ms is not None and s.last_ms is not None:
+        rows.append(("first", f"{s.first_ms}  {readable(s.first_ms, ms=True)}"))
+        rows.append(("last", f"{s.last_ms}  {readable(s.last_ms, ms=True)}"))
+    rows.append(("polls", f"{s.polls:,}"))
+    rows.append(("nodes", f"{len(s.nodes)}: {', '.join(s.nodes)}"))
+    rows.append(("containers", f"{s.containers:,}"))
+    rows.append(("processes", f"{s.processes:,} (distinct node and pid)"))
+    return rows
+
+
+def tables(s: Stats) -> tuple[Table, Table, Table]:
+    """The workloads, frameworks and busiest syscalls tables."""
+    return (
+        ("workloads", ("workload", "rows"), [(w, f"{n:,}") for w, n in s.workloads]),
+        ("frameworks", ("framework", "containers"), [(w, f"{n:,}") for w, n in s.frameworks]),
+        (
+            "busiest syscalls",
+            ("syscall", "mean calls/s"),
+            [(name, f"{rate:,.1f}") for name, rate in s.busiest_syscalls],
+        ),
+    )
+
+
+def plain_width(environ: Mapping[str, str], stdout: TextIO) -> int | None:
+    """The width rich's console (croft.app.console.PipeConsole) lays out in when it writes no
+    control codes; None when it would style its output (a terminal), or may (Jupyter)."""
+    import builtins
+
+    if hasattr(builtins, "get_ipython"):
+        return None
+    compatible, force = environ.get("TTY_COMPATIBLE", ""), environ.get("FORCE_COLOR")
+    if compatible in ("0", "1"):
+        terminal = compatible == "1"
+    elif force is not None:
+        terminal = force != ""
+    else:
+        try:
+            terminal = stdout.isatty()
+        except ValueError:
+            terminal = False
+    dumb = environ.get("TERM", "").strip().lower() in ("dumb", "unknown")
+    if terminal and not (environ.get("NO_COLOR") or dumb):
+        return None
+    columns, lines = environ.get("COLUMNS"), environ.get("LINES")
+    fixed = int(columns) if columns is not None and columns.isdigit() else None
+    if fixed is not None and lines is not None and lines.isdigit():
+        return fixed  # rich's size, both given
+    if terminal and dumb:
+        return 80
+    if fixed is not None:
+        return fixed
+    for fd in (0, 1, 2):  # rich asks stdin, stdout and stderr in turn
+        try:
+            width = os.get_terminal_size(fd).columns
+        except (AttributeError, ValueError, OSError):
+            continue
+        return width or 80
+    return 80
+
+
+def plain_lines(path: Path, s: Stats, width: int) -> list[str] | None:
+    """The lines of `render`'s output without styles at `width` columns; None when rich would
+    wrap, escape or replace anything (then rich must render it)."""
+    head = f"croft stats {path}"
+    rows = totals(s)
+    parts = tables(s)
+    texts = [head, *(cell for row in rows for cell in row)]
+    texts += [
+        cell for _, headers, items in parts for cell in (*headers, *(c for item in items for c in item))
+    ]
+    if not all(_plain(text) for text in texts) or len(head) > width:
+        return None
+    name_w = max(len(name) for name, _ in rows)
+    value_w = max(len(value) for _, value in rows)
+    if name_w + value_w + 2 * TOTALS_GAP > width:
+        return None
+    gap = " " * TOTALS_GAP
+    lines = [head, *(name.ljust(name_w) + gap + value.ljust(value_w) + gap for name, value in rows)]
+    blocks = [_table(*part) for part in parts]
+    widths = [len(block[0]) for block in blocks]
+    if width >= SIDE_BY_SIDE_WIDTH:
+        if sum(widths) + GRID_GAP * (len(blocks) - 1) > width:
+            return None
+        lines.append("")
+        for at in range(max(map(len, blocks))):
+            cells = [
+                block[at] if at < len(block) else " " * w for block, w in zip(blocks, widths, strict=True)
+            ]
+            lines.append((" " * GRID_GAP).join(cells))
+        return lines
+    if max(widths) > width:
+        return None
+    for block in blocks:
+        lines.append("")
+        lines.extend(block)
+    return lines
+
+
+def _table(title: str, headers: tuple[str, str], items: Sequence[tuple[str, str]]) -> list[str]:
+    """One of the three tables: title, header, rule, rows; every line as wide as the table."""
+    name_w = max([len(headers[0]), *(len(name) for name, _ in items)])
+    value_w = max([len(headers[1]), *(len(value) for _, value in items)])
+    width = name_w + 3 + value_w  # a cell's padding, the (blank) column line, the next cell's padding
+    lines = [title.ljust(width), headers[0].ljust(name_w) + "   " + headers[1].rjust(value_w), _RULE * width]
+    lines.extend(name.ljust(name_w) + "   " + value.rjust(value_w) for name, value in items)
+    return lines
+
+
+def _plain(text: str) -> bool:
+    """Whether rich prints `text` as it is: printable ASCII without markup, escapes or emoji codes
+    (a pair of colons around anything but two digits, as in a time of day)."""
+    if _PLAIN.fullmatch(text) is None:
+        return False
+    return all(len(found[1]) == 2 and found[1].isdigit() for found in _EMOJI.finditer(text))
