@@ -1,7 +1,8 @@
 """Segment summaries: the compressor appends one to each segment in a zstd skippable
-frame; `croft stats` and `croft profile` answer from trusted ones; every other reader still reads
-every row. The law: for any dataset, with or without summaries, damaged or not, the answers read
-with summaries equal a full scan's."""
+frame, after a frame of per-poll figures; `croft stats` and `croft profile` answer from trusted
+ones; every other reader still reads every row. The law: for any dataset, with or without
+summaries, of this version or the last, damaged or not, the answers read with summaries equal a
+full scan's."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,12 +29,13 @@ from croft.adapters.dataset.summaries import index, load, load_all
 from croft.domain.dataset import codec
 from croft.domain.dataset.profile import Subject
 from croft.domain.dataset.rotation import Naming, SegmentName
-from croft.domain.dataset.row import SyscallRate
-from croft.domain.dataset.segments import FOOTER_BYTES, frame_start
+from croft.domain.dataset.row import CgroupUsage, SyscallRate
+from croft.domain.dataset.segments import FOOTER_BYTES, FOOTER_MAGIC, SKIPPABLE_MAGIC, decode, frame_start
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMING = Naming.for_live("croft-dataset.jsonl")
 IDS = ("abcd" + "1" * 60, "abcd" + "2" * 60, "ef01" + "3" * 60, None)
+OTHER_CGROUP = "/kubepods/shared.slice"  # rows of several containers, and of each one's own cgroup too
 HOUR = 3_600_000
 
 
@@ -44,6 +47,9 @@ def line(draw: st.DrawFn, hour: int) -> bytes:
             T0_MS + hour * HOUR + draw(st.integers(0, 5)) * 2000,
             container_id=container,
             cpu_cores=draw(st.sampled_from([0.0, 0.25, 1.5])),
+            rss_bytes=draw(st.sampled_from([1 << 30, 3 << 29, 2**53 + 2])),
+            cgroup=draw(st.sampled_from([None, None, OTHER_CGROUP])),
+            workload=draw(st.sampled_from(["no-gpu", "no-gpu", "gpu-held"])),
             framework=draw(st.sampled_from([None, "pytorch", "vllm"])),
             syscalls=(SyscallRate(name=draw(st.sampled_from(["futex", "read"])), rate_per_sec=0.1),),
         )
@@ -65,7 +71,19 @@ def segment(draw: st.DrawFn, hour: int) -> bytes:
     return data
 
 
-DAMAGE = ("none", "none", "none", "no summary", "cut data", "flip data", "flip summary", "other summary")
+DAMAGE = (
+    "none",
+    "none",
+    "none",
+    "no summary",
+    "cut data",
+    "flip data",
+    "flip summary",
+    "other summary",
+    "version 2",
+    "flip index",
+    "flip figures",
+)
 
 
 @st.composite
@@ -108,7 +126,33 @@ def write(root: Path, spec: dict[str, list[tuple[int, bytes, str]]]) -> None:
                 whole = whole[:at] + bytes([whole[at] ^ 0x01]) + whole[at + 1 :]
             elif damage == "other summary":  # the frame of another segment (the last one written)
                 whole = data + (frames[-2] if whole[start:] == frames[-1] and len(frames) > 1 else frames[-1])
+            elif damage == "version 2":  # as croft wrote it before the per-poll figures
+                whole = as_version_2(whole)
+            elif damage in ("flip index", "flip figures"):  # in the per-poll figures' frame
+                summary = decode(whole[start:], start)
+                assert summary is not None and summary.profile is not None
+                at = summary.data_bytes + 9 if damage == "flip index" else start - 1
+                whole = whole[:at] + bytes([whole[at] ^ 0x01]) + whole[at + 1 :]
             path.write_bytes(whole)
+
+
+def as_version_2(whole: bytes) -> bytes:
+    """The segment `whole` as a version 2 summary framed it: the data, then the summary frame
+    without the per-poll figures."""
+    start = frame_start(whole[-FOOTER_BYTES:])
+    assert start is not None
+    body = orjson.loads(whole[start + 8 : -FOOTER_BYTES])
+    data_bytes = body["data_bytes"]
+    body["version"] = 2
+    del body["profile"]
+    raw = orjson.dumps(body)
+    payload = raw + data_bytes.to_bytes(8, "little") + zlib.crc32(raw).to_bytes(4, "little") + FOOTER_MAGIC
+    return (
+        whole[:data_bytes]
+        + SKIPPABLE_MAGIC.to_bytes(4, "little")
+        + len(payload).to_bytes(4, "little")
+        + payload
+    )
 
 
 @pytest.fixture(scope="module")
@@ -141,6 +185,7 @@ SUBJECTS = (
     Subject("container", "abcd"),
     Subject("container", IDS[2]),
     Subject("cgroup", "/user.slice"),
+    Subject("cgroup", OTHER_CGROUP),
     Subject("pid", "3"),
 )
 WINDOWS = ((None, None), (T0_MS + HOUR, T0_MS + 2 * HOUR - 1), (T0_MS + 3 * HOUR + 4000, None))
@@ -228,3 +273,99 @@ def test_croft_index_writes_summaries_for_old_segments_and_keeps_their_rows_and_
     _, acc = read_stats(tmp_path, workers=1)
     assert acc.rows == len(rows)
     assert [f.name for f in tmp_path.iterdir()] == [path.name]
+
+
+def window_rows(tmp_path: Path, **changes: Any) -> tuple[Path, list[bytes]]:
+    """A plain segment of two containers (one with rows in two cgroups), a host cgroup and rows
+    naming a node, over 30 polls; its path and lines."""
+    rows = []
+    for poll in range(30):
+        unix_ms = T0_MS + poll * 2000
+        for tgid, container, cgroup in (
+            (1, IDS[0], None),
+            (2, IDS[0], OTHER_CGROUP),
+            (3, IDS[2], None),
+            (4, None, None),
+        ):
+            cpu = 0.25 * ((poll + tgid) % 5)
+            value = codec.row_to_dict(
+                make_row(tgid, unix_ms, container_id=container, cgroup=cgroup, cpu_cores=cpu, **changes)
+            )
+            if tgid == 3 and poll % 3 == 0:
+                value["node"] = "named"
+            rows.append(orjson.dumps(value))
+    name = SegmentName(T0_MS // 1000 * 1000)
+    plain = tmp_path / NAMING.plain(name)
+    plain.write_bytes(b"".join(r + b"\n" for r in rows))
+    return plain, rows
+
+
+def test_a_window_is_answered_from_the_figures_without_reading_the_rows(tmp_path: Path) -> None:
+    """The figures alone answer: a segment whose data is junk (with a summary naming that junk's
+    size and CRC-32, so trusted) profiles as its rows do."""
+    from croft.adapters.dataset.summaries import summarize
+    from croft.domain.dataset.segments import SegmentSummary, encode
+
+    plain, _ = window_rows(tmp_path)
+    state = summarize(plain, compressed=False)
+    assert state is not None
+    scanned = tmp_path / "scanned"
+    scanned.mkdir()
+    plain.rename(scanned / plain.name)
+    compress_segment(scanned, NAMING, SegmentName(T0_MS // 1000 * 1000))
+    junk = tmp_path / "junk"
+    junk.mkdir()
+    data = b"not zstd at all " * 100
+    (junk / NAMING.compressed(SegmentName(T0_MS // 1000 * 1000))).write_bytes(
+        data + encode(SegmentSummary(len(data), zlib.crc32(data), state))
+    )
+    windows = ((T0_MS + 10_000, T0_MS + 30_000), (None, None), (T0_MS + 58_000, None))
+    for subject in (
+        Subject("container", "abcd"),
+        Subject("cgroup", OTHER_CGROUP),
+        Subject("cgroup", "/user.slice"),
+    ):
+        for window in windows:
+            answer = profile_answer(junk, subject, window, True)
+            assert answer == profile_answer(scanned, subject, window, False)
+            assert answer[0], "the subject has rows"
+    # a --pid profile reads the rows: here, junk
+    assert profile_answer(junk, Subject("pid", "1"), (None, None), True)[1]
+
+
+def test_a_negative_zero_figure_writes_no_figures_and_profile_reads_the_rows(tmp_path: Path) -> None:
+    window_rows(
+        tmp_path,
+        cgroup_usage=CgroupUsage(
+            cpu_cores=-0.0,
+            cpu_throttled_fraction=0.0,
+            memory_bytes=1,
+            cpu_pressure_avg10=0.0,
+            oom_kills=0,
+            memory_pressure_avg10=0.0,
+            io_pressure_avg10=0.0,
+        ),
+    )
+    compress_segment(tmp_path, NAMING, SegmentName(T0_MS // 1000 * 1000))
+    (f,) = find_files(tmp_path)
+    summary = load(f)
+    assert summary is not None and summary.profile is None
+    window = (T0_MS + 10_000, T0_MS + 30_000)
+    subject = Subject("container", "abcd")
+    assert profile_answer(tmp_path, subject, window, True) == profile_answer(tmp_path, subject, window, False)
+
+
+def test_croft_index_rewrites_a_version_2_summary_as_this_version(tmp_path: Path) -> None:
+    window_rows(tmp_path)
+    compress_segment(tmp_path, NAMING, SegmentName(T0_MS // 1000 * 1000))
+    (f,) = find_files(tmp_path)
+    v3 = f.path.read_bytes()
+    f.path.write_bytes(as_version_2(v3))
+    os.utime(f.path, ns=(1_000_000_000, 2_000_000_000))
+    old = load(find_files(tmp_path)[0])
+    assert old is not None and old.profile is None and old.state["version"] == 2
+    done = index(tmp_path)
+    assert (done.written, done.present, done.failed) == (1, 0, ())
+    assert f.path.read_bytes() == v3  # the data kept, the old summary replaced, not stacked
+    assert f.path.stat().st_mtime_ns == 2_000_000_000
+    assert index(tmp_path).present == 1

@@ -125,7 +125,8 @@ def test_the_answers_take_the_cyclopts_signatures_defaults() -> None:
 
 def test_stats_and_profile_start_without_cyclopts() -> None:
     """Nor does croft stats' human summary import rich where rich would write it without styles
-    and wrap nothing (a pipe, 100 columns)."""
+    and wrap nothing (a pipe, 100 columns); nor does croft stats build the row schema (msgspec)
+    or the row's attrs classes when the native fold reads every line."""
     import os
     import subprocess
     import sys
@@ -137,6 +138,9 @@ def test_stats_and_profile_start_without_cyclopts() -> None:
         "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
         f"    assert main(['stats', {str(sample)!r}, '--json']) == 0\n"
         f"    assert main(['stats', {str(sample)!r}]) == 0\n"
+        "    print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] == 'msgspec' or m in "
+        "('croft.domain.dataset.row', 'croft.domain.dataset.views', 'croft.domain.dataset.rotation'))),"
+        " file=sys.__stdout__)\n"
         f"    main(['profile', 'abcd', '--dataset', {str(sample)!r}])\n"
         "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in "
         "('cyclopts', 'rich', 'multiprocessing', 'concurrent'))))\n"

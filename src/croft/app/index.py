@@ -19,10 +19,10 @@ def index(
     ] = DEFAULT_DATASET,
 ) -> int:
     """Append a summary to every zstd segment that has no trusted one (segments written before
-    summaries, or copied from such a collector), so that croft stats answers from it and croft
-    profile reads only the segments that can match. Rows are untouched; each segment is rewritten
-    through a hidden copy renamed into place, its mtime kept. A damaged segment is named and left
-    as it is."""
+    summaries, or copied from such a collector), or replace one of an older version, so that croft
+    stats answers from it and croft profile reads only the segments that can match. Rows are
+    untouched; each segment is rewritten through a hidden copy renamed into place, its mtime kept.
+    A damaged segment is named and left as it is."""
     from croft.adapters.dataset.summaries import index as write_summaries
 
     done = write_summaries(path)

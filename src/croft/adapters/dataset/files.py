@@ -28,9 +28,8 @@ import attrs
 import orjson
 
 from croft.adapters.dataset.zstd_frames import ends_on_a_frame
-from croft.domain.dataset.lines import JSON_WHITESPACE, MAX_LINE_BYTES
-from croft.domain.dataset.rotation import Naming
-from croft.domain.dataset.skips import TOO_LONG, SkipTally
+from croft.domain.dataset.naming import Naming
+from croft.domain.dataset.skips import JSON_WHITESPACE, MAX_LINE_BYTES, TOO_LONG, SkipTally
 from croft.errors import UserError
 
 PLAIN_READ_BYTES = 256 << 10  # bytes per read of a plain file (cache-sized)
@@ -73,7 +72,7 @@ class Torn:
 
 @attrs.frozen
 class TooLong:
-    """A line longer than the longest a row may be (`lines.MAX_LINE_BYTES`), read past and dropped."""
+    """A line longer than the longest a row may be (`skips.MAX_LINE_BYTES`), read past and dropped."""
 
 
 @attrs.frozen

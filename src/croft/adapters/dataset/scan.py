@@ -31,8 +31,7 @@ from croft.adapters.dataset.files import (
 )
 from croft.adapters.dataset.summaries import load_all
 from croft.domain.dataset.containers import ContainersAccumulator
-from croft.domain.dataset.lines import decode_block, last_line, lines_with, view
-from croft.domain.dataset.profile import ContainerTrack, ProfileAccumulator, Subject
+from croft.domain.dataset.profile import ProfileAccumulator, Subject
 from croft.domain.dataset.segments import SegmentSummary
 from croft.domain.dataset.skips import SkipTally
 from croft.domain.dataset.summary import FileFacts, StatsAccumulator
@@ -110,23 +109,50 @@ def read_profile(
     """The rows of every container whose id starts with `prefix` (lower-case hex), or of
     `subject` (a cgroup, a pid), over `path`. A segment whose trusted summary (unless not
     `summaries`) says it holds no row of the subject in the window is not read; the time span of
-    the subject's containers in it comes from the summary."""
+    the subject's containers in it comes from the summary, and the rows in the window of a
+    container's or a cgroup's from the summary's per-poll figures where it has them."""
     files = find_files(path, host)
     total = ProfileAccumulator(prefix, from_ms, to_ms, subject)
     rest = []
     for f, summary in zip(files, _summaries(files, summaries, workers), strict=True):
         plan = None if summary is None else summary.profile_plan(total.subject, from_ms, to_ms)
-        if plan is None or plan.scan:
+        if (
+            summary is None
+            or plan is None
+            or plan.scan
+            or (plan.groups and not _from_groups(f, summary, total))
+        ):
             rest.append(f)
             continue
         for container_id, first_ms, last_ms in plan.spans:
-            track = total.tracks.setdefault(container_id, ContainerTrack())
-            track.see(first_ms)
-            track.see(last_ms)
+            total.add_span(container_id, first_ms, last_ms)
     task = partial(profile_of_part, prefix=prefix, from_ms=from_ms, to_ms=to_ms, subject=subject)
     for part in _run(task, tuple(rest), workers, inline_bytes, part_bytes):
         total.merge(part)
     return total
+
+
+def _from_groups(f: DatasetFile, summary: SegmentSummary, total: ProfileAccumulator) -> bool:
+    """Count the subject's groups of the summarized segment `f` (`croft.domain.dataset.poll_groups`)
+    in `total`; False, counting nothing, when the file no longer holds what its summary names."""
+    from croft.adapters.dataset.summaries import read_group, read_index
+    from croft.domain.dataset.poll_groups import wanted
+
+    index = read_index(f, summary)
+    if index is None:
+        return False
+    subject = total.subject
+    inside, outside = wanted(index, subject.kind, subject.value, total.from_ms, total.to_ms)
+    bodies = [read_group(f, summary, entry) for entry in inside]
+    if any(body is None for body in bodies):
+        return False
+    for entry, body in zip(inside, bodies, strict=True):
+        assert body is not None
+        key = entry[0] if subject.kind == "container" else subject.value
+        total.add_group(f.node, key, entry[0], (entry[2], entry[3]), body)
+    for entry in outside:
+        total.add_span(entry[0] if subject.kind == "container" else subject.value, entry[2], entry[3])
+    return True
 
 
 def read_containers(
@@ -224,6 +250,8 @@ def stats_of_part(part: Part, syscalls: bool = False, native: bool | None = None
         if isinstance(item, Lines):
             acc.add_lines(node, item.data, item.start, item.stop, skipped, fast)
             continue
+        from croft.domain.dataset.lines import last_line, view  # msgspec's schema: built when needed
+
         found = last_line(view(item.line))
         if isinstance(found, str):
             skipped[found] += 1
@@ -235,6 +263,8 @@ def stats_of_part(part: Part, syscalls: bool = False, native: bool | None = None
 
 def containers_of_part(part: Part) -> ContainersAccumulator:
     """Every row of `part` in a containers accumulator, bad lines and damage counted."""
+    from croft.domain.dataset.lines import decode_block, last_line, view
+
     acc = ContainersAccumulator()
     node, skipped = part.file.node, Counter[str]()
     for item in lines_of(part, acc.skips):
@@ -256,6 +286,8 @@ def profile_of_part(
     """The rows of `part` that mention the subject's bytes (`prefix`'s by default), decoded and
     accumulated; only those lines are judged, so a bad line elsewhere goes uncounted here
     (too-long lines and damage are counted wherever they are)."""
+    from croft.domain.dataset.lines import last_line, lines_with, view
+
     acc = ProfileAccumulator(prefix, from_ms, to_ms, subject)
     needle = acc.subject.needle()
     node, skipped = part.file.node, Counter[str]()

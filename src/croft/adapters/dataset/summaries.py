@@ -30,10 +30,11 @@ from croft.adapters.dataset.files import (
     shown,
 )
 from croft.domain.dataset.containers import ContainersAccumulator
-from croft.domain.dataset.lines import decode_block, last_line, view
+from croft.domain.dataset.poll_groups import FRAME_HEADER_BYTES, Index, PollGroups, decode_body, decode_index
 from croft.domain.dataset.segments import (
     FILE_NODE,
     FOOTER_BYTES,
+    VERSION,
     SegmentSummary,
     decode,
     encode,
@@ -54,8 +55,11 @@ def summarize(path: Path, compressed: bool) -> dict[str, object] | None:
 
     On the collector this runs on the compression thread beside the poll thread: a plain file is
     decoded in small blocks, the GIL given up after each, so that a poll never waits long."""
+    from croft.domain.dataset.lines import decode_block, last_line, view
+
     part = Part(DatasetFile(path, FILE_NODE, compressed, path.stat().st_size))
     stats, containers, cgroups = StatsAccumulator(syscalls=True), ContainersAccumulator(), set[str]()
+    groups = PollGroups()
     skipped = Counter[str]()
     name = shown(path)
     for item in read_part(part, plain_bytes=SUMMARY_READ_BYTES):
@@ -75,11 +79,12 @@ def summarize(path: Path, compressed: bool) -> dict[str, object] | None:
             views = [found]
         stats.add(FILE_NODE, views)
         containers.add(FILE_NODE, views)
+        groups.add(FILE_NODE, views)
         cgroups.update(v.process.cgroup for v in views)
         time.sleep(0)  # let a waiting poll thread take the GIL now
     for kind, count in skipped.items():
         stats.skips.line(name, kind, count)
-    return state_of(stats, containers, cgroups)
+    return state_of(stats, containers, cgroups, groups)
 
 
 def frame_bytes(state: dict[str, object], data_bytes: int, crc32: int) -> bytes:
@@ -240,6 +245,34 @@ def read_frame(f: DatasetFile) -> SegmentSummary | None:
         return None
 
 
+def read_index(f: DatasetFile, summary: SegmentSummary) -> Index | None:
+    """The index of the per-poll figures of the trusted `summary` of `f`; None when it has none,
+    or when the file no longer holds the index the summary names."""
+    if summary.profile is None:
+        return None
+    frame_bytes, index_bytes, crc32 = summary.profile
+    raw = _read_at(f.path, summary.data_bytes + FRAME_HEADER_BYTES, index_bytes)
+    return None if raw is None else decode_index(raw, crc32, frame_bytes)
+
+
+def read_group(f: DatasetFile, summary: SegmentSummary, entry: list[object]) -> dict[str, object] | None:
+    """The body of the group `entry` of `f`'s index; None when the file no longer holds it."""
+    offset, length, crc32 = entry[4], entry[5], entry[6]
+    assert isinstance(offset, int) and isinstance(length, int) and isinstance(crc32, int)
+    raw = _read_at(f.path, summary.data_bytes + offset, length)
+    return None if raw is None else decode_body(raw, crc32)
+
+
+def _read_at(path: Path, offset: int, length: int) -> bytes | None:
+    try:
+        with path.open("rb") as src:
+            src.seek(offset)
+            raw = src.read(length)
+    except OSError:
+        return None
+    return raw if len(raw) == length else None
+
+
 def _data_crc(check: tuple[Path, int]) -> int | None:
     return data_crc(*check)
 
@@ -272,35 +305,40 @@ class Indexed:
 
 
 def index(path: Path, disk: Disk = OS_DISK) -> Indexed:
-    """Append a summary to every zstd segment of the dataset at `path` that has no trusted one.
-    Each is rewritten through a hidden copy renamed into place (a crash leaves the old segment
-    whole), with its mtime kept (retention's clock)."""
+    """Append a summary to every zstd segment of the dataset at `path` that has no trusted one of
+    this version; a trusted one of an older version is replaced (the data before it kept, the
+    summary written anew). Each is rewritten through a hidden copy renamed into place (a crash
+    leaves the old segment whole), with its mtime kept (retention's clock)."""
     written = present = 0
     failed: list[str] = []
     for f in find_files(path):
         if not f.compressed or f.problem is not None:
             continue
-        if load(f) is not None:
+        old = load(f)
+        if old is not None and old.state.get("version", VERSION) == VERSION:
             present += 1
             continue
         state = summarize(f.path, compressed=True)
         if state is None:
             failed.append(shown(f.path))
             continue
-        _append_copy(f.path, state, disk)
+        _append_copy(f.path, state, disk, None if old is None else old.data_bytes)
         written += 1
     return Indexed(written, present, tuple(failed))
 
 
-def _append_copy(path: Path, state: dict[str, object], disk: Disk) -> None:
+def _append_copy(path: Path, state: dict[str, object], disk: Disk, data_bytes: int | None = None) -> None:
+    """Rewrite `path` as its first `data_bytes` (default: all of it) and a summary of `state`."""
     temporary = path.with_name(f".{path.name}.index")
     facts = path.stat()
     crc, size = 0, 0
+    left = facts.st_size if data_bytes is None else data_bytes
     try:
         with path.open("rb") as src:
             dst = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
             try:
-                while chunk := src.read(CHECK_READ_BYTES):
+                while left > 0 and (chunk := src.read(min(CHECK_READ_BYTES, left))):
+                    left -= len(chunk)
                     crc, size = zlib.crc32(chunk, crc), size + len(chunk)
                     write_all(disk, dst, chunk)
                 write_all(disk, dst, frame_bytes(state, size, crc))

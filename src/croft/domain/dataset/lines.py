@@ -22,11 +22,10 @@ from typing import Any
 import msgspec
 
 from croft.domain.dataset.row import Row
+from croft.domain.dataset.skips import JSON_WHITESPACE as JSON_WHITESPACE
+from croft.domain.dataset.skips import MAX_LINE_BYTES as MAX_LINE_BYTES
 from croft.domain.dataset.skips import NOT_A_ROW, NOT_JSON, TOO_LONG, TORN
 from croft.domain.dataset.views import ROW_DECODER, RowSchema
-
-MAX_LINE_BYTES = 1 << 20  # no row comes near it (a row is about 1 KB)
-JSON_WHITESPACE = b" \t\r\n"
 
 
 def verdict(line: bytes) -> Row | str | None:

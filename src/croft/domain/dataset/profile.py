@@ -15,10 +15,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import attrs
-import msgspec
 
-from croft.domain.dataset.row import GPU_WORKLOADS
 from croft.domain.dataset.skips import SkipTally
+from croft.domain.dataset.workloads import GPU_WORKLOADS
 
 MIN_PREFIX = 4
 METRICS = ("cpu_cores", "memory_bytes", "cpu_throttled_fraction", "cpu_pressure_avg10")
@@ -119,6 +118,8 @@ class Subject:
         """Bytes every line of the subject contains (a cgroup path as JSON writes it), so a reader
         can skip the lines without them."""
         if self.kind == "cgroup":
+            import msgspec
+
             return msgspec.json.encode(self.value)[1:-1]
         return self.value.encode()
 
@@ -164,6 +165,35 @@ class ProfileAccumulator:
         track.processes.add((node, view.tgid))
         if view.process.container_id is not None:
             track.container_ids.add(view.process.container_id)
+
+    def add_span(self, key: str, first_ms: int, last_ms: int) -> None:
+        """Count rows of the subject's track `key` seen from `first_ms` to `last_ms`, all outside
+        the window (a summarized segment's, `croft.domain.dataset.poll_groups`)."""
+        track = self.tracks.setdefault(key, ContainerTrack())
+        track.see(first_ms)
+        track.see(last_ms)
+
+    def add_group(
+        self, node: str, key: str, container_id: str | None, span: tuple[int, int], body: dict[str, Any]
+    ) -> None:
+        """Count one group of a summarized segment read on `node` (`croft.domain.dataset.poll_groups`:
+        the rows of one container id and cgroup, `span` their first and last ms) as `add` counts
+        its rows; its placeholder node (`FILE_NODE`, rows that name none) is `node`."""
+        from croft.domain.dataset.poll_groups import FILE_NODE, polls_of
+
+        self.add_span(key, *span)
+        track = self.tracks[key]
+        nodes = [node if name == FILE_NODE else name for name in body["nodes"]]
+        sets = body["sets"]
+        low, high = self.from_ms, self.to_ms
+        for at, unix_ms, cpu, memory, throttled, pressure, gpu, tgids in polls_of(body):
+            if (low is not None and unix_ms < low) or (high is not None and unix_ms > high):
+                continue
+            where = nodes[at]
+            track.add_poll((where, unix_ms), (cpu, memory, throttled, pressure, gpu))
+            track.processes.update((where, tgid) for tgid in sets[tgids])
+            if container_id is not None:
+                track.container_ids.add(container_id)
 
     def merge(self, other: ProfileAccumulator) -> None:
         for container_id, track in other.tracks.items():

@@ -7,18 +7,16 @@ back, generated from them, leaving out the fields the spec leaves out when empty
 
 from __future__ import annotations
 
-from typing import Literal
-
 import attrs
+
+from croft.domain.dataset.workloads import GPU_WORKLOADS as GPU_WORKLOADS
+from croft.domain.dataset.workloads import WORKLOADS as WORKLOADS
+from croft.domain.dataset.workloads import Workload as Workload
 
 # A row's integers are signed 64-bit, as every JSON tool reads them; `unix_ms` lies in the calendar
 # (1970-01-01 to 9999-12-31 UTC), so every reader can print it as a UTC time.
 INT_MIN, INT_MAX = -(2**63), 2**63 - 1
 UNIX_MS_MIN, UNIX_MS_MAX = 0, 253_402_300_799_999
-
-Workload = Literal["gpu-onset", "gpu-held", "no-gpu"]
-WORKLOADS: tuple[Workload, ...] = ("gpu-onset", "gpu-held", "no-gpu")
-GPU_WORKLOADS: frozenset[str] = frozenset({"gpu-onset", "gpu-held"})
 
 
 @attrs.frozen(kw_only=True)

@@ -7,36 +7,45 @@ counts; so an answer merged from summaries is the answer a scan of the same byte
 do not name their node are kept under a placeholder node, replaced by the file's node when read
 (a per-node directory's name after `croft collect`, the host name locally).
 
-It lives in a zstd skippable frame after the segment's data frame (RFC 8878, 3.1.2): `zstd -dc`
+It lives in a zstd skippable frame at the end of the segment (RFC 8878, 3.1.2): `zstd -dc`
 skips it, and a decompressor that stops after the first frame never reaches it. The frame is
 
-    magic 0x184D2A5E | payload size | JSON body | data size (8) | body CRC-32 | b"CRSM"
+    magic 0x184D2A5E | payload size | JSON body | frame start (8) | body CRC-32 | b"CRSM"
 
 (integers little-endian, 4 bytes unless said)
 
 so a reader finds it from the file's last 16 bytes. The body names the size and CRC-32 of the data
-before the frame; a summary is trusted only while both match the file (and its own CRC its body).
+before it; a summary is trusted only while both match the file (and its own CRC its body). Since
+version 3, a second skippable frame may stand between the data and the summary frame: the
+per-poll figures `croft profile` reads (`croft.domain.dataset.poll_groups`), which the body names
+(`profile`: the frame's size, its index's size and CRC-32) and `croft stats` never reads. A
+version 2 summary (none of those figures) is still read; older ones are not (the segment is
+scanned, and `croft index` writes it a summary of this version).
 """
 
 from __future__ import annotations
 
 import zlib
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import orjson
 
 from croft.domain.dataset.containers import ContainersAccumulator
-from croft.domain.dataset.profile import Subject
+from croft.domain.dataset.poll_groups import FILE_NODE as FILE_NODE
+from croft.domain.dataset.poll_groups import PollGroups, encode_frame
 from croft.domain.dataset.summary import StatsAccumulator
 
-VERSION = 2  # 2: syscall sums as exact integers (decimal strings); a version 1 summary is re-read
+if TYPE_CHECKING:
+    from croft.domain.dataset.profile import Subject
+
+VERSION = 3  # 2: syscall sums as exact integers (decimal strings); 3: per-poll figures for profile
+READ_VERSIONS = (2, 3)  # a version 1 summary is not read (its segment is scanned)
 SKIPPABLE_MAGIC = 0x184D2A5E
 FOOTER_MAGIC = b"CRSM"
 FOOTER_BYTES = 16  # data size (8) + body CRC-32 (4) + FOOTER_MAGIC (4)
 FRAME_HEADER_BYTES = 8
-FILE_NODE = "\x00file-node\x00"  # rows without a node of their own; the file's node when read
 
 
 @attrs.frozen
@@ -57,6 +66,13 @@ class SegmentSummary:
     def last_ms(self) -> int | None:
         value = self.state["stats"]["last_ms"]
         return value if isinstance(value, int) else None
+
+    @property
+    def profile(self) -> tuple[int, int, int] | None:
+        """The per-poll figures' frame, right after the data: (its bytes, its index's bytes and
+        CRC-32); None when the summary has none (version 2, or figures not written exactly)."""
+        value = self.state.get("profile")
+        return None if value is None else (value[0], value[1], value[2])
 
     @property
     def skipped_lines(self) -> int:
@@ -118,23 +134,30 @@ class SegmentSummary:
         )
         if outside and subject.kind == "container":
             return ProfilePlan(scan=False, spans=seen)
+        if subject.kind != "pid" and self.profile is not None:
+            return ProfilePlan(scan=False, groups=True)
         return ProfilePlan(scan=True)
 
 
 @attrs.frozen
 class ProfilePlan:
     """Whether a segment must be read for a profile; if not, the (container id, first ms, last ms)
-    of the subject's containers it holds (all outside the window)."""
+    of the subject's containers it holds (all outside the window), or whether its per-poll figures
+    (`groups`, `croft.domain.dataset.poll_groups`) answer instead."""
 
     scan: bool
     spans: tuple[tuple[str, int, int], ...] = ()
+    groups: bool = False
 
 
 def state_of(
-    stats: StatsAccumulator, containers: ContainersAccumulator, cgroups: set[str]
+    stats: StatsAccumulator,
+    containers: ContainersAccumulator,
+    cgroups: set[str],
+    groups: PollGroups | None = None,
 ) -> dict[str, Any] | None:
     """The summary state of accumulators read with node `FILE_NODE`; None when it cannot be
-    written exactly (damage recorded)."""
+    written exactly (damage recorded). `groups` (the per-poll figures) are kept when exact."""
     if stats.skips.files or containers.skips.files:
         return None
     skips: Counter[str] = Counter()
@@ -159,22 +182,28 @@ def state_of(
         ],
         "cgroups": sorted(cgroups),
         "skips": dict(skips),
+        "profile": groups if groups is not None and groups.exact() else None,
     }
 
 
 def encode(summary: SegmentSummary) -> bytes:
-    """The skippable frame holding `summary`, to append right after its `data_bytes`. Syscall
-    sums, exact integers of any size, are written as decimal strings (JSON readers, orjson among
-    them, refuse or round integers past 64 bits)."""
+    """The frames to append right after the summary's `data_bytes`: the per-poll figures' frame
+    when its state holds them (a `PollGroups`, as `state_of` gives it), then the summary frame.
+    Syscall sums, exact integers of any size, are written as decimal strings (JSON readers, orjson
+    among them, refuse or round integers past 64 bits)."""
     stats = summary.state["stats"]
     sums = {name: str(total) for name, total in stats["syscalls"].items()}
-    state = {**summary.state, "stats": {**stats, "syscalls": sums}}
+    groups = summary.state.get("profile")
+    figures, profile = encode_frame(groups) if isinstance(groups, PollGroups) else (b"", None)
+    state = {**summary.state, "stats": {**stats, "syscalls": sums}, "profile": profile}
+    state.pop("version", None)  # a summary read is written anew as this version
     body = orjson.dumps(
         {"version": VERSION, "data_bytes": summary.data_bytes, "crc32": summary.crc32, **state}
     )
-    footer = summary.data_bytes.to_bytes(8, "little") + zlib.crc32(body).to_bytes(4, "little")
+    start = summary.data_bytes + len(figures)
+    footer = start.to_bytes(8, "little") + zlib.crc32(body).to_bytes(4, "little")
     payload = body + footer + FOOTER_MAGIC
-    return SKIPPABLE_MAGIC.to_bytes(4, "little") + len(payload).to_bytes(4, "little") + payload
+    return figures + SKIPPABLE_MAGIC.to_bytes(4, "little") + len(payload).to_bytes(4, "little") + payload
 
 
 def frame_start(footer: bytes) -> int | None:
@@ -185,9 +214,9 @@ def frame_start(footer: bytes) -> int | None:
     return int.from_bytes(footer[:8], "little")
 
 
-def decode(frame: bytes, data_bytes: int) -> SegmentSummary | None:
+def decode(frame: bytes, start: int) -> SegmentSummary | None:
     """The summary in `frame` (the file's bytes from `frame_start` to its end), if it is one of
-    this version that describes `data_bytes` bytes of data; else None."""
+    `READ_VERSIONS` whose data (and per-poll figures' frame) end at `start`; else None."""
     if len(frame) < FRAME_HEADER_BYTES + FOOTER_BYTES:
         return None
     magic = int.from_bytes(frame[:4], "little")
@@ -201,12 +230,21 @@ def decode(frame: bytes, data_bytes: int) -> SegmentSummary | None:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError:
         return None
-    if not isinstance(body, dict) or body.get("version") != VERSION or body.get("data_bytes") != data_bytes:
+    if not isinstance(body, dict) or body.get("version") not in READ_VERSIONS:
         return None
     try:
-        crc = int(body.pop("crc32"))
-        body.pop("version"), body.pop("data_bytes")
+        crc, data_bytes, version = int(body.pop("crc32")), body.pop("data_bytes"), body.pop("version")
+        profile = body.get("profile") if version >= 3 else None
+        if profile is not None and not (
+            isinstance(profile, list)
+            and len(profile) == 3
+            and all(type(n) is int and n >= 0 for n in profile)
+        ):
+            return None
+        if type(data_bytes) is not int or data_bytes + (profile[0] if profile else 0) != start:
+            return None
         state = {key: body[key] for key in ("stats", "containers", "cgroups", "skips")}
+        state["profile"], state["version"] = profile, version
         sums = state["stats"]["syscalls"]
         state["stats"]["syscalls"] = {
             name: int(total) for name, total in sums.items() if isinstance(total, str)

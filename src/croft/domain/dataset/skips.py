@@ -15,6 +15,8 @@ TOO_LONG = "too long"
 NOT_JSON = "not JSON"
 NOT_A_ROW = "not a row"
 LINE_KINDS = (TORN, TOO_LONG, NOT_JSON, NOT_A_ROW)
+MAX_LINE_BYTES = 1 << 20  # a longer line is skipped as TOO_LONG (no row comes near it: a row is about 1 KB)
+JSON_WHITESPACE = b" \t\r\n"  # a line of nothing else is blank: it holds nothing, and is not skipped
 _PLURAL = {TORN: "torn last lines", TOO_LONG: "too long", NOT_JSON: "not JSON", NOT_A_ROW: "not rows"}
 
 

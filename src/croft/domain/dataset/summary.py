@@ -26,9 +26,8 @@ from typing import Any
 
 import attrs
 
-from croft.domain.dataset.lines import decode_block, views_of
-from croft.domain.dataset.row import WORKLOADS
 from croft.domain.dataset.skips import SkipTally
+from croft.domain.dataset.workloads import WORKLOADS
 
 try:
     from croft.domain.dataset import _rowscan
@@ -142,6 +141,8 @@ class StatsAccumulator:
         from a file of `node`, each skipped line counted in `skipped` by kind; with `native` (and
         the fast path built), the canonical rows in C and the rest in Python, to the same totals."""
         if not (native and _rowscan is not None):
+            from croft.domain.dataset.lines import decode_block  # msgspec's schema: built when needed
+
             self.add(node, decode_block(data, start, stop, skipped))
             return
         rows, first, last, workloads, sums, deferred = _rowscan.fold(
@@ -155,6 +156,8 @@ class StatsAccumulator:
             for name, total in sums:
                 self.syscall_sums[name] += total
         if deferred:
+            from croft.domain.dataset.lines import views_of
+
             self.add(node, views_of(deferred, skipped))
 
     def _add(self, node: str, views: Sequence[Any]) -> None:
