@@ -147,3 +147,25 @@ def test_the_width_and_the_styles_are_rich_own(
     else:
         assert console.color_system is None and got == console.width
         assert width == 0 or got == width
+
+
+# benchmarks/summaries.py's dataset: side by side, its tables are 81 columns wide
+CROWDED = attrs.evolve(
+    ORDINARY,
+    workloads=(("gpu-held", 873_929), ("gpu-onset", 29_739), ("no-gpu", 1_483_946)),
+    frameworks=(("jax", 9), ("ollama", 9), ("pytorch", 18), ("ray", 9), ("vllm", 9)),
+    busiest_syscalls=(("clock_nanosleep", 4_487.8), ("munmap", 4_247.3), ("futex", 3_950.4)),
+)
+
+
+def test_tables_wider_than_the_terminal_are_narrowed_as_rich_narrows_them() -> None:
+    """rich narrows the widest value column and wraps its header ("mean" over "calls/s"); so does
+    the plain text, at every width where no word would be cut."""
+    written = []
+    for width in range(50, 130):
+        lines = plain_lines(Path("/data"), CROWDED, width)
+        if lines is not None:
+            written.append(width)
+            assert "".join(line + "\n" for line in lines) == rich_text(Path("/data"), CROWDED, width), width
+    assert 80 in written and 70 in written
+    assert any(line.rstrip().endswith("mean") for line in plain_lines(Path("/data"), CROWDED, 80) or [])

@@ -30,6 +30,7 @@ _RULE = "\u2500"  # box.SIMPLE_HEAD's line under the header
 # printable ASCII without what rich's markup and emoji codes read ([tag], \escape, :name:)
 _PLAIN = re.compile(r"[ -Z^-~]*")
 _EMOJI = re.compile(r":(\S*?):")
+_WORD = re.compile(r"\s*\S+\s*")  # a word and the spaces after it (rich's _wrap.re_word)
 
 Table = tuple[str, tuple[str, str], list[tuple[str, str]]]  # title, headers, (name, value) rows
 
@@ -131,34 +132,117 @@ def plain_lines(path: Path, s: Stats, width: int) -> list[str] | None:
         return None
     gap = " " * TOTALS_GAP
     lines = [head, *(name.ljust(name_w) + gap + value.ljust(value_w) + gap for name, value in rows)]
-    blocks = [_table(*part) for part in parts]
-    widths = [len(block[0]) for block in blocks]
     if width >= SIDE_BY_SIDE_WIDTH:
-        if sum(widths) + GRID_GAP * (len(blocks) - 1) > width:
-            return None
+        pads = (GRID_GAP, GRID_GAP, 0)  # the grid's padding right of each table, none after the last
+        natural = [min(_natural_width(*part) + pad, width) for part, pad in zip(parts, pads, strict=True)]
+        widths = _fit(natural, [True, True, True], width)
+        blocks: list[list[str]] = []
+        for part, pad, room in zip(parts, pads, widths, strict=True):
+            block = _table(*part, room - pad)
+            if block is None or len(block[0]) != room - pad:
+                return None
+            blocks.append([line + " " * pad for line in block])
         lines.append("")
         for at in range(max(map(len, blocks))):
             cells = [
-                block[at] if at < len(block) else " " * w for block, w in zip(blocks, widths, strict=True)
+                block[at] if at < len(block) else " " * room
+                for block, room in zip(blocks, widths, strict=True)
             ]
-            lines.append((" " * GRID_GAP).join(cells))
+            lines.append("".join(cells))
         return lines
-    if max(widths) > width:
-        return None
-    for block in blocks:
+    for part in parts:
+        block = _table(*part, width)
+        if block is None:
+            return None
         lines.append("")
         lines.extend(block)
     return lines
 
 
-def _table(title: str, headers: tuple[str, str], items: Sequence[tuple[str, str]]) -> list[str]:
-    """One of the three tables: title, header, rule, rows; every line as wide as the table."""
+def _natural_width(title: str, headers: tuple[str, str], items: Sequence[tuple[str, str]]) -> int:
     name_w = max([len(headers[0]), *(len(name) for name, _ in items)])
     value_w = max([len(headers[1]), *(len(value) for _, value in items)])
-    width = name_w + 3 + value_w  # a cell's padding, the (blank) column line, the next cell's padding
-    lines = [title.ljust(width), headers[0].ljust(name_w) + "   " + headers[1].rjust(value_w), _RULE * width]
+    return name_w + 3 + value_w  # a cell's padding, the (blank) column line, the next cell's padding
+
+
+def _table(
+    title: str, headers: tuple[str, str], items: Sequence[tuple[str, str]], room: int
+) -> list[str] | None:
+    """One of the three tables as rich lays it out in `room` columns: title, header, rule, rows,
+    every line as wide as the table. Narrower than its contents, rich narrows the value column
+    (names are never cut) and wraps the header at its spaces; None where it would cut a word or
+    the title, or could not narrow it enough."""
+    name_w = max([len(headers[0]), *(len(name) for name, _ in items)])
+    value_w = max([len(headers[1]), *(len(value) for _, value in items)])
+    longest_word = max([*(len(word) for word in headers[1].split()), *(len(value) for _, value in items)])
+    name_cell, value_cell = _fit([name_w + 1, value_w + 1], [False, True], room - 1)  # 1: the column line
+    value_w = value_cell - 1  # its text, right of its padding
+    width = name_w + 3 + value_w
+    if name_cell != name_w + 1 or value_w < longest_word or len(title) > width:
+        return None
+    header = _wrap(headers[1], value_w)  # a header's cells sit on its last line (rich: bottom)
+    lines = [title.ljust(width)]
+    lines.extend(
+        (headers[0] if at == len(header) - 1 else "").ljust(name_w) + "   " + part.rjust(value_w)
+        for at, part in enumerate(header)
+    )
+    lines.append(_RULE * width)
     lines.extend(name.ljust(name_w) + "   " + value.rjust(value_w) for name, value in items)
     return lines
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    """`text` broken at its spaces into lines of at most `width` (no word is longer), as rich's
+    divide_line breaks it, each without its trailing spaces."""
+    lines: list[str] = []
+    line = ""
+    for word in _WORD.findall(text):
+        if line and len(line) + len(word.rstrip()) > width:
+            lines.append(line.rstrip())
+            line = word
+        else:
+            line += word
+    lines.append(line.rstrip())
+    return lines
+
+
+def _fit(widths: list[int], wrapable: list[bool], room: int) -> list[int]:
+    """The widths rich's Table gives columns whose natural widths are `widths` in `room` columns:
+    the widest wrapable ones narrowed first, in steps to the next widest, then every one evenly
+    (rich.table.Table._calculate_column_widths and _collapse_widths)."""
+    if sum(widths) <= room:
+        return widths
+    excess = sum(widths) - room
+    while any(wrapable) and sum(widths) and excess > 0:
+        widest = max(w for w, wraps in zip(widths, wrapable, strict=True) if wraps)
+        second = max(w if wraps and w != widest else 0 for w, wraps in zip(widths, wrapable, strict=True))
+        ratios = [1 if (w == widest and wraps) else 0 for w, wraps in zip(widths, wrapable, strict=True)]
+        if not any(ratios) or widest == second:
+            break
+        widths = _ratio_reduce(excess, ratios, [min(excess, widest - second)] * len(widths), widths)
+        excess = sum(widths) - room
+    if excess > 0:
+        widths = _ratio_reduce(excess, [1] * len(widths), widths, widths)
+    return widths
+
+
+def _ratio_reduce(total: int, ratios: list[int], maximums: list[int], values: list[int]) -> list[int]:
+    """rich._ratio.ratio_reduce: `values` less `total` shared by `ratios`, each share at most its maximum."""
+    ratios = [ratio if most else 0 for ratio, most in zip(ratios, maximums, strict=True)]
+    total_ratio = sum(ratios)
+    if not total_ratio:
+        return values[:]
+    left = total
+    result = []
+    for ratio, most, value in zip(ratios, maximums, values, strict=True):
+        if ratio and total_ratio > 0:
+            share = min(most, round(ratio * left / total_ratio))
+            result.append(value - share)
+            left -= share
+            total_ratio -= ratio
+        else:
+            result.append(value)
+    return result
 
 
 def _plain(text: str) -> bool:
