@@ -213,7 +213,7 @@ def _fit(widths: list[int], wrapable: list[bool], room: int) -> list[int]:
     if sum(widths) <= room:
         return widths
     excess = sum(widths) - room
-    while any(wrapable) and sum(widths) and excess > 0:
+    while any(wrapable) and sum(widths) > 0 and excess > 0:
         widest = max(w for w, wraps in zip(widths, wrapable, strict=True) if wraps)
         second = max(w if wraps and w != widest else 0 for w, wraps in zip(widths, wrapable, strict=True))
         ratios = [1 if (w == widest and wraps) else 0 for w, wraps in zip(widths, wrapable, strict=True)]
