@@ -169,3 +169,18 @@ def test_tables_wider_than_the_terminal_are_narrowed_as_rich_narrows_them() -> N
             assert "".join(line + "\n" for line in lines) == rich_text(Path("/data"), CROWDED, width), width
     assert 80 in written and 70 in written
     assert any(line.rstrip().endswith("mean") for line in plain_lines(Path("/data"), CROWDED, 80) or [])
+
+
+@given(st.text(alphabet=st.sampled_from("ab 1:9[]\\\t\u00e9-") | st.characters(), max_size=20))
+def test_what_is_plain_and_where_words_end_are_rich_own_patterns(text: str) -> None:
+    import re
+
+    from croft.app.stats_text import _plain, _words
+
+    rich_word = re.compile(r"\s*\S+\s*")  # rich._wrap.re_word
+    emoji = re.compile(r":(\S*?):")  # rich's emoji codes, without their -emoji/-text suffix
+    plain = re.fullmatch(r"[ -Z^-~]*", text) is not None and all(
+        len(found[1]) == 2 and found[1].isdigit() for found in emoji.finditer(text)
+    )
+    assert _plain(text) == plain
+    assert _words(text) == rich_word.findall(text)

@@ -12,7 +12,6 @@ compares the two for generated summaries and widths.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, TextIO
 
@@ -27,10 +26,7 @@ SIDE_BY_SIDE_WIDTH = 80  # `render` puts the three tables side by side from this
 TOTALS_GAP = 2  # the totals table's right padding of each cell
 GRID_GAP = 4  # between the side-by-side tables
 _RULE = "\u2500"  # box.SIMPLE_HEAD's line under the header
-# printable ASCII without what rich's markup and emoji codes read ([tag], \escape, :name:)
-_PLAIN = re.compile(r"[ -Z^-~]*")
-_EMOJI = re.compile(r":(\S*?):")
-_WORD = re.compile(r"\s*\S+\s*")  # a word and the spaces after it (rich's _wrap.re_word)
+_MARKUP = frozenset("[]\\")  # rich's markup ([tag]) and its escape
 
 Table = tuple[str, tuple[str, str], list[tuple[str, str]]]  # title, headers, (name, value) rows
 
@@ -124,7 +120,8 @@ def plain_lines(path: Path, s: Stats, width: int) -> list[str] | None:
     texts += [
         cell for _, headers, items in parts for cell in (*headers, *(c for item in items for c in item))
     ]
-    if not all(_plain(text) for text in texts) or len(head) > width:
+    # one check of them all: a space between two texts keeps an emoji code from spanning them
+    if not _plain(" ".join(texts)) or len(head) > width:
         return None
     name_w = max(len(name) for name, _ in rows)
     value_w = max(len(value) for _, value in rows)
@@ -196,7 +193,7 @@ def _wrap(text: str, width: int) -> list[str]:
     divide_line breaks it, each without its trailing spaces."""
     lines: list[str] = []
     line = ""
-    for word in _WORD.findall(text):
+    for word in _words(text):
         if line and len(line) + len(word.rstrip()) > width:
             lines.append(line.rstrip())
             line = word
@@ -204,6 +201,21 @@ def _wrap(text: str, width: int) -> list[str]:
             line += word
     lines.append(line.rstrip())
     return lines
+
+
+def _words(text: str) -> list[str]:
+    """The words of `text`, each with the spaces after it (the first with those before it too),
+    as rich's `_wrap.re_word`, `\\s*\\S+\\s*`, finds them."""
+    found: list[str] = []
+    word = ""
+    for char in text:
+        if not char.isspace() and word and word[-1].isspace() and not word.isspace():
+            found.append(word)
+            word = ""
+        word += char
+    if word and not word.isspace():
+        found.append(word)
+    return found
 
 
 def _fit(widths: list[int], wrapable: list[bool], room: int) -> list[int]:
@@ -246,8 +258,21 @@ def _ratio_reduce(total: int, ratios: list[int], maximums: list[int], values: li
 
 
 def _plain(text: str) -> bool:
-    """Whether rich prints `text` as it is: printable ASCII without markup, escapes or emoji codes
-    (a pair of colons around anything but two digits, as in a time of day)."""
-    if _PLAIN.fullmatch(text) is None:
+    """Whether rich prints `text` as it is: printable ASCII without markup or escapes, and no
+    emoji code (rich's `:(\\S*?):`, a name between two colons) but two digits, as in a time of
+    day. Without regular expressions: compiling them cost more than the summary's whole text."""
+    if not (text.isascii() and text.isprintable()) or not _MARKUP.isdisjoint(text):
         return False
-    return all(len(found[1]) == 2 and found[1].isdigit() for found in _EMOJI.finditer(text))
+    at = text.find(":")
+    while at >= 0:
+        end = text.find(":", at + 1)
+        if end < 0:
+            return True
+        name = text[at + 1 : end]
+        if " " in name:  # no code starts here: the next colon may start one
+            at = end
+            continue
+        if not (len(name) == 2 and name.isdigit()):
+            return False
+        at = text.find(":", end + 1)
+    return True

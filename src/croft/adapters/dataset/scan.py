@@ -83,10 +83,7 @@ def read_stats(
         if summary is None:
             rest.append(f)
             continue
-        part = summary.stats(f.node, shown(f.path))
-        if not syscalls:
-            part.syscall_sums.clear()
-        total.merge(part)
+        summary.stats(f.node, shown(f.path), into=total)
     task = partial(stats_of_part, syscalls=syscalls, native=native)
     for result in _run(task, tuple(rest), workers, inline_bytes, part_bytes, progress):
         total.merge(result)

@@ -78,19 +78,27 @@ class SegmentSummary:
     def skipped_lines(self) -> int:
         return int(sum(self.state["skips"].values()))
 
-    def stats(self, node: str, path: str) -> StatsAccumulator:
+    def stats(self, node: str, path: str, into: StatsAccumulator | None = None) -> StatsAccumulator:
         """The stats accumulator of the segment's lines, as a scan of it read on `node` under the
-        name `path` gives it."""
+        name `path` gives it; merged into `into` when given (as `into.merge` would, its syscall
+        sums only if it keeps them), which is then returned, without building one of its own."""
         s = self.state["stats"]
-        acc = StatsAccumulator(syscalls=True)
-        acc.rows = s["rows"]
-        acc.first_ms, acc.last_ms = s["first_ms"], s["last_ms"]
+        acc = StatsAccumulator(syscalls=True) if into is None else into
+        acc.rows += s["rows"]
         for mine, theirs in ((acc.polls, s["polls"]), (acc.tgids, s["tgids"])):
             for own, values in theirs.items():
                 mine.setdefault(node if own == FILE_NODE else own, set()).update(values)
-        acc.processes = {(c, f) for c, f in s["processes"]}
-        acc.workloads = Counter(s["workloads"])
-        acc.syscall_sums.update(s["syscalls"])
+        first, last = s["first_ms"], s["last_ms"]
+        if first is not None:
+            acc.first_ms = first if acc.first_ms is None else min(acc.first_ms, first)
+        if last is not None:
+            acc.last_ms = last if acc.last_ms is None else max(acc.last_ms, last)
+        acc.processes.update((c, f) for c, f in s["processes"])
+        acc.workloads.update(s["workloads"])
+        if acc.syscalls:
+            sums = acc.syscall_sums
+            for name, total in s["syscalls"].items():
+                sums[name] += total
         self._skips(acc, path)
         return acc
 
