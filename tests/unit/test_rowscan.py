@@ -386,6 +386,33 @@ def test_many_rows_of_many_nodes_and_names_in_one_buffer() -> None:
     assert native == pure
 
 
+# Syscall names that share their first bytes (prefixes, and names of one length that differ only in
+# their last byte), around the 8 bytes the C side hashes and compares at once: each keeps its own sum.
+PREFIXED_NAMES = ["", "r", "s", "re", "rea", "read", "readv", "readw", "readlin", "readlink", "readlinq",
+                  "readlinka", "readlinkb", "readlinkat", "readlinkat2", "readlinkat234567",
+                  "readlinkat2345678", "readlinkat2345679", "readlinkat23456789", "x"]  # fmt: skip
+
+
+@needs_native
+@LAW
+@given(
+    st.lists(
+        st.lists(st.tuples(st.sampled_from(PREFIXED_NAMES), special_rates), max_size=8),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_names_that_share_their_first_bytes_are_summed_apart(calls: list[list[tuple[str, float]]]) -> None:
+    lines_ = []
+    for i, row_calls in enumerate(calls):
+        value = codec.row_to_dict(_example())
+        value["tgid"] = i
+        value["syscalls"] = [{"name": name, "rate_per_sec": rate} for name, rate in row_calls]
+        lines_.append(orjson.dumps(value))
+    pure, native = both(b"\n".join(lines_) + b"\n", syscalls=True)
+    assert native == pure
+
+
 @needs_native
 def test_a_clean_block_is_decoded_as_before() -> None:
     """The Python path is the one `decode_block` gave before the native path existed."""

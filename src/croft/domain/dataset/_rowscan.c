@@ -60,24 +60,38 @@ typedef struct {
 
 /* ---- the parser: returns 1 for a row it is sure of, 0 to defer ---- */
 
-/* Whether p[0:n] equals lit[0:n], n a constant: 8 bytes at a time, inlined. */
+/* Whether p[0:n] equals lit[0:n], n a constant: 16 bytes at a time (8 or 4 below that), the
+ * last chunk overlapping the one before; inlined, so the literal's chunks are constants. */
 static inline __attribute__((always_inline)) int same(const char *p, const char *lit, size_t n) {
-    uint64_t a, b, diff = 0;
-    size_t i = 0;
-    if (n < 8) {
-        for (; i < n; i++) diff |= (uint64_t)(unsigned char)(p[i] ^ lit[i]);
-        return diff == 0;
+    if (n >= 16) {
+        __m128i eq = _mm_set1_epi8(-1);
+        size_t i = 0;
+        for (; i + 16 <= n; i += 16)
+            eq = _mm_and_si128(eq, _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(p + i)),
+                                                  _mm_loadu_si128((const __m128i *)(lit + i))));
+        if (i < n)
+            eq = _mm_and_si128(eq, _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(p + n - 16)),
+                                                  _mm_loadu_si128((const __m128i *)(lit + n - 16))));
+        return _mm_movemask_epi8(eq) == 0xffff;
     }
-    for (; i + 8 <= n; i += 8) {
-        memcpy(&a, p + i, 8);
-        memcpy(&b, lit + i, 8);
-        diff |= a ^ b;
+    if (n >= 8) {
+        uint64_t a0, b0, a1, b1;
+        memcpy(&a0, p, 8);
+        memcpy(&b0, lit, 8);
+        memcpy(&a1, p + n - 8, 8);
+        memcpy(&b1, lit + n - 8, 8);
+        return ((a0 ^ b0) | (a1 ^ b1)) == 0;
     }
-    if (i < n) { /* the last 8 bytes, overlapping */
-        memcpy(&a, p + n - 8, 8);
-        memcpy(&b, lit + n - 8, 8);
-        diff |= a ^ b;
+    if (n >= 4) {
+        uint32_t a0, b0, a1, b1;
+        memcpy(&a0, p, 4);
+        memcpy(&b0, lit, 4);
+        memcpy(&a1, p + n - 4, 4);
+        memcpy(&b1, lit + n - 4, 4);
+        return ((a0 ^ b0) | (a1 ^ b1)) == 0;
     }
+    unsigned diff = 0;
+    for (size_t i = 0; i < n; i++) diff |= (unsigned)(unsigned char)(p[i] ^ lit[i]);
     return diff == 0;
 }
 
@@ -99,7 +113,7 @@ static void init_tables(void) {
 }
 
 /* A string of printable ASCII, no quote or backslash inside. */
-static inline int parse_str(const char **pp, const char *end, span *out) {
+static inline __attribute__((always_inline)) int parse_str(const char **pp, const char *end, span *out) {
     const char *p = *pp;
     if (p >= end || *p != '"') return 0;
     const char *s = ++p;
@@ -142,7 +156,7 @@ static inline Py_ssize_t digit_run(const char *p, const char *end) {
 }
 
 /* parse_int without the value: the same integers pass. */
-static inline int check_int(const char **pp, const char *end) {
+static inline __attribute__((always_inline)) int check_int(const char **pp, const char *end) {
     const char *p = *pp;
     int neg = 0;
     if (p < end && *p == '-') {
@@ -165,9 +179,22 @@ static inline int check_int(const char **pp, const char *end) {
     return 1;
 }
 
+/* The value of the 8 digits p[0:8] (simdjson's parse_eight_digits_unrolled: pairs, then fours, then
+ * the eight, each step a multiply of the lanes the one before left). */
+static inline uint64_t eight_digits(const char *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    v -= 0x3030303030303030ULL;
+    v = (v * 10) + (v >> 8);
+    v = (((v & 0x000000FF000000FFULL) * (100 + (1000000ULL << 32))) +
+         (((v >> 16) & 0x000000FF000000FFULL) * (1 + (10000ULL << 32)))) >>
+        32;
+    return v;
+}
+
 /* An integer within int64: -?(0|[1-9][0-9]{0,18}), not "-0", followed by no other number
  * character. */
-static inline int parse_int(const char **pp, const char *end, long long *out) {
+static inline __attribute__((always_inline)) int parse_int(const char **pp, const char *end, long long *out) {
     const char *p = *pp;
     int neg = 0;
     if (p < end && *p == '-') {
@@ -175,18 +202,18 @@ static inline int parse_int(const char **pp, const char *end, long long *out) {
         p++;
     }
     if (p >= end || !is_digit(*p)) return 0;
-    const char *s = p;
     uint64_t v = 0;
+    Py_ssize_t n = 1;
     if (*p == '0') {
-        p++;
         if (neg) return 0;
     } else {
-        while (p < end && is_digit(*p)) {
-            if (p - s >= 19) return 0;
-            v = v * 10 + (uint64_t)(*p - '0'); /* < 10**19 < 2**64 */
-            p++;
-        }
+        n = digit_run(p, end);
+        if (n > 19) return 0;
+        Py_ssize_t i = 0;
+        for (; i + 8 <= n; i += 8) v = v * 100000000ULL + eight_digits(p + i); /* < 10**19 < 2**64 */
+        for (; i < n; i++) v = v * 10 + (uint64_t)(p[i] - '0');
     }
+    p += n;
     if (p < end && (is_digit(*p) || *p == '.' || *p == 'e' || *p == 'E')) return 0;
     if (v > (neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX)) return 0;
     *out = neg ? (long long)(0 - v) : (long long)v;
@@ -310,7 +337,7 @@ static inline int parse_num(const char **pp, const char *end, double *value) {
 }
 
 /* parse_num without the value, faster: the same numbers pass, and end at the same byte. */
-static inline int check_num(const char **pp, const char *end) {
+static inline __attribute__((always_inline)) int check_num(const char **pp, const char *end) {
     const char *p = *pp, *s = p;
     if (end - p >= 16) {
         /* The usual number, -?(0|[1-9][0-9]*)(\.[0-9]+)? and its end within 16 bytes, from one mask
@@ -417,8 +444,11 @@ static inline int parse_calls(const char **pp, const char *end, row *r) {
     } while (0)
 
 /* With `calls`, the row's syscalls are kept in r (their rates parsed, at most MAX_ROW_CALLS of
- * them, each below RATE_LIMIT); without, they are only checked (their rates count in no total). */
-static int parse_row(const char *p, const char *end, row *r, int calls) {
+ * them, each below RATE_LIMIT); without, they are only checked (their rates count in no total).
+ * `end` may lie past the line's newline: no part of a row takes a newline in (a string stops at any
+ * byte below 0x20, a number at any byte not of a number, the keys hold none), so the row is
+ * accepted only when the parse stops at its newline or at `end`; `*stopped` says where it stopped. */
+static int parse_row(const char *p, const char *end, row *r, int calls, const char **stopped) {
     span tmp;
     long long ival;
     INT("{\"unix_ms\":");
@@ -501,7 +531,8 @@ static int parse_row(const char *p, const char *end, row *r, int calls) {
     }
     if (HAS(",\"label\":")) STR(",\"label\":");
     NEED("}");
-    return p == end;
+    *stopped = p;
+    return p == end || *p == '\n';
 }
 
 /* ---- the fold ---- */
@@ -516,6 +547,26 @@ static inline uint64_t hash_bytes(uint64_t h, const char *p, Py_ssize_t n) {
     }
     for (; i < n; i++) h = (h ^ (unsigned char)p[i]) * 0x100000001b3ULL;
     return h ^ (h >> 32);
+}
+
+/* hash_bytes of a syscall's name in a row fold took: 8 bytes from its start are there to read
+ * (`","rate_per_sec":` follows every name), so a short name is one masked load. */
+static inline uint64_t hash_name(const char *p, Py_ssize_t n) {
+    if (n > 8) return hash_bytes(0xcbf29ce484222325ULL, p, n);
+    uint64_t x;
+    memcpy(&x, p, 8);
+    if (n < 8) x &= (1ULL << (8 * n)) - 1;
+    uint64_t h = (x ^ (uint64_t)n) * 0x9e3779b97f4a7c15ULL;
+    return h ^ (h >> 32);
+}
+
+/* Whether the names a and b, both of n bytes and both in rows fold took, are equal (see hash_name). */
+static inline int same_name(const char *a, const char *b, Py_ssize_t n) {
+    if (n > 8) return !memcmp(a, b, (size_t)n);
+    uint64_t x, y;
+    memcpy(&x, a, 8);
+    memcpy(&y, b, 8);
+    return n == 8 ? x == y : ((x ^ y) & ((1ULL << (8 * n)) - 1)) == 0;
 }
 
 typedef struct {
@@ -549,6 +600,7 @@ typedef struct {
     name_slot *names;
     uint32_t gen; /* a slot of names or pairs is in use when its gen equals this */
     int nnames;
+    uint16_t used[NAME_SLOTS / 2]; /* the slots of names in use, nnames of them (at most half) */
     pair_slot *pairs;
     int npairs;
     tgid_slot *tgids; /* the (node, tgid) pairs added to the tgid sets in this call */
@@ -560,23 +612,9 @@ typedef struct {
 } state;
 
 static PyObject *i128_to_long(i128 v) {
-    int neg = v < 0;
-    unsigned __int128 u = neg ? (unsigned __int128)0 - (unsigned __int128)v : (unsigned __int128)v;
-    PyObject *hi = PyLong_FromUnsignedLongLong((unsigned long long)(u >> 64));
-    PyObject *lo = PyLong_FromUnsignedLongLong((unsigned long long)u);
-    PyObject *shift = PyLong_FromLong(64);
-    PyObject *out = NULL, *t = NULL;
-    if (hi && lo && shift && (t = PyNumber_Lshift(hi, shift))) out = PyNumber_Or(t, lo);
-    Py_XDECREF(t);
-    Py_XDECREF(hi);
-    Py_XDECREF(lo);
-    Py_XDECREF(shift);
-    if (out && neg) {
-        PyObject *n = PyNumber_Negative(out);
-        Py_DECREF(out);
-        out = n;
-    }
-    return out;
+    if (v >= INT64_MIN && v <= INT64_MAX) return PyLong_FromLongLong((long long)v);
+    /* its 16 bytes as they lie in memory: x86-64 (SSE2 above) is little-endian */
+    return _PyLong_FromByteArray((const unsigned char *)&v, sizeof v, 1, 1);
 }
 
 static name_slot *find_name(state *st, span name, uint64_t h) {
@@ -584,7 +622,7 @@ static name_slot *find_name(state *st, span name, uint64_t h) {
     for (;;) {
         name_slot *s = &st->names[i];
         if (s->gen != st->gen) return s;
-        if (s->hash == h && s->name.len == name.len && !memcmp(s->name.ptr, name.ptr, (size_t)name.len))
+        if (s->hash == h && s->name.len == name.len && same_name(s->name.ptr, name.ptr, name.len))
             return s;
         i = (i + 1) & (NAME_SLOTS - 1);
     }
@@ -787,12 +825,15 @@ static PyObject *fold(PyObject *self, PyObject *args) {
     long long workloads[3] = {0, 0, 0};
     Py_ssize_t pos = start;
     while (pos < stop) {
-        const char *line = data + pos;
-        const char *nl = memchr(line, '\n', (size_t)(stop - pos));
-        const char *end = nl ? nl : data + stop;
+        const char *line = data + pos, *end = NULL;
+        /* one pass: the parse finds the newline of a row it takes; memchr only for the others */
+        int ok = parse_row(line, data + stop, r, with_sums, &end) && end - line <= MAX_LINE_BYTES;
+        if (!ok) {
+            const char *nl = memchr(line, '\n', (size_t)(stop - pos));
+            end = nl ? nl : data + stop;
+        }
         pos = (end - data) + 1;
         Py_ssize_t n = end - line;
-        int ok = n <= MAX_LINE_BYTES && parse_row(line, end, r, with_sums);
         node_slot *ns = NULL;
         if (ok && with_sums && st.nnames + r->ncalls > NAME_SLOTS / 2) ok = 0;
         if (ok) {
@@ -823,7 +864,7 @@ static PyObject *fold(PyObject *self, PyObject *args) {
         if (with_sums) {
             for (int i = 0; i < r->ncalls; i++) {
                 call *c = &r->calls[i];
-                uint64_t h = hash_bytes(0xcbf29ce484222325ULL, c->name.ptr, c->name.len);
+                uint64_t h = hash_name(c->name.ptr, c->name.len);
                 name_slot *s = find_name(&st, c->name, h);
                 if (s->gen != st.gen) {
                     s->gen = st.gen;
@@ -831,7 +872,7 @@ static PyObject *fold(PyObject *self, PyObject *args) {
                     s->hash = h;
                     s->sum = 0;
                     s->big = NULL;
-                    st.nnames++;
+                    st.used[st.nnames++] = (uint16_t)(s - st.names);
                 }
                 /* exact: a power-of-two scale, |x| < 2**124; the conversion truncates toward 0 */
                 i128 x = (i128)(c->rate * 1208925819614629174706176.0); /* 2**80 */
@@ -856,9 +897,8 @@ static PyObject *fold(PyObject *self, PyObject *args) {
     sums = PyList_New(0);
     if (!sums) goto done;
     if (with_sums) {
-        for (size_t i = 0; i < NAME_SLOTS; i++) {
-            name_slot *s = &st.names[i];
-            if (s->gen != st.gen) continue;
+        for (int i = 0; i < st.nnames; i++) {
+            name_slot *s = &st.names[st.used[i]];
             PyObject *total = i128_to_long(s->sum);
             if (!total) goto done;
             if (s->big) {
@@ -888,9 +928,7 @@ static PyObject *fold(PyObject *self, PyObject *args) {
         result = Py_BuildValue("(LOO(LLL)OO)", rows, Py_None, Py_None, workloads[0], workloads[1], workloads[2],
                                sums, deferred);
 done:
-    if (st.names)
-        for (size_t i = 0; i < NAME_SLOTS; i++)
-            if (st.names[i].gen == st.gen) Py_CLEAR(st.names[i].big);
+    for (int i = 0; i < st.nnames; i++) Py_CLEAR(st.names[st.used[i]].big);
     if (own) {
         PyMem_Free(st.names);
         PyMem_Free(st.pairs);
@@ -915,7 +953,9 @@ static PyObject *accepts(PyObject *self, PyObject *args) {
         return PyErr_NoMemory();
     }
     const char *p = buf.buf;
-    int ok = buf.len <= MAX_LINE_BYTES && !memchr(p, '\n', (size_t)buf.len) && parse_row(p, p + buf.len, r, 1);
+    const char *stopped = NULL;
+    int ok = buf.len <= MAX_LINE_BYTES && !memchr(p, '\n', (size_t)buf.len) &&
+             parse_row(p, p + buf.len, r, 1, &stopped) && stopped == p + buf.len;
     PyMem_Free(r);
     PyBuffer_Release(&buf);
     return PyBool_FromLong(ok);
