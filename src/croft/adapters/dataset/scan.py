@@ -84,10 +84,39 @@ def read_stats(
             rest.append(f)
             continue
         summary.stats(f.node, shown(f.path), into=total)
+    rest = _remembered(rest, total, syscalls, part_bytes) if summaries else rest
     task = partial(stats_of_part, syscalls=syscalls, native=native)
     for result in _run(task, tuple(rest), workers, inline_bytes, part_bytes, progress):
         total.merge(result)
     return file_facts(files), total
+
+
+def _remembered(
+    files: list[DatasetFile], total: StatsAccumulator, syscalls: bool, part_bytes: int
+) -> list[DatasetFile]:
+    """Merge the remembered totals of unchanged plain files (`croft.adapters.dataset.live_memory`,
+    on when the summaries' checks are remembered) into `total`; read the other small plain files
+    here, remembering theirs; the files left to read."""
+    from croft.adapters.dataset.summaries import live_memory
+
+    memory = live_memory()
+    if memory is None:
+        return files
+    left = []
+    for f in files:
+        key = None if f.compressed or f.problem is not None or f.size_bytes > part_bytes else memory.key(f)
+        if key is None:
+            left.append(f)
+            continue
+        known = memory.totals(key, syscalls)
+        if known is None:
+            known = stats_of_part(Part(f), syscalls=True)
+            memory.remember(key, memory.key(f), known)
+            if not syscalls:
+                known.syscall_sums.clear()
+        total.merge(known)
+    memory.save()
+    return left
 
 
 def read_profile(

@@ -15,6 +15,7 @@ import zlib
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -43,6 +44,9 @@ from croft.domain.dataset.segments import (
 )
 from croft.domain.dataset.skips import TOO_LONG
 from croft.domain.dataset.summary import StatsAccumulator
+
+if TYPE_CHECKING:
+    from croft.adapters.dataset.live_memory import LiveMemory
 
 CHECK_READ_BYTES = 1 << 20  # cache-sized
 SUMMARY_READ_BYTES = 32 << 10  # a plain segment decoded a block at a time: ~0.3 ms holding the GIL
@@ -214,6 +218,21 @@ def remembered_checks(now_ns: int, path: Path | None = None) -> CheckMemory:
         path = folder / "trusted-summaries.json"
     _memory[:] = [CheckMemory(path, now_ns)]
     return _memory[0]
+
+
+def live_memory() -> LiveMemory | None:
+    """The remembered totals of plain files (`croft.adapters.dataset.live_memory`), kept beside the
+    remembered checks while `remembered_checks` is on; else None."""
+    if not _memory:
+        return None
+    from croft.adapters.dataset.live_memory import FILE_NAME, LiveMemory
+
+    if not _live or _live[0].path != _memory[0].path.with_name(FILE_NAME):
+        _live[:] = [LiveMemory(_memory[0].path.with_name(FILE_NAME), _memory[0].now_ns)]
+    return _live[0]
+
+
+_live: list[LiveMemory] = []
 
 
 def _on_threads(checks: list[tuple[Path, int]], workers: int) -> list[int | None]:

@@ -172,18 +172,7 @@ def state_of(
     for kinds in stats.skips.lines.values():
         skips.update(kinds)
     return {
-        "stats": {
-            "rows": stats.rows,
-            "first_ms": stats.first_ms,
-            "last_ms": stats.last_ms,
-            "polls": {node: sorted(v) for node, v in stats.polls.items()},
-            "tgids": {node: sorted(v) for node, v in stats.tgids.items()},
-            "processes": sorted(
-                stats.processes, key=lambda p: (p[0] or "", p[0] is None, p[1] or "", p[1] is None)
-            ),
-            "workloads": dict(stats.workloads),
-            "syscalls": dict(stats.syscall_sums),
-        },
+        "stats": stats_state(stats, text_sums=False),
         "containers": [
             [kind, value, e[0], sorted(e[1]), sorted(e[2]), e[3], e[4], e[5]]
             for (kind, value), e in containers.entries.items()
@@ -191,6 +180,23 @@ def state_of(
         "cgroups": sorted(cgroups),
         "skips": dict(skips),
         "profile": groups if groups is not None and groups.exact() else None,
+    }
+
+
+def stats_state(stats: StatsAccumulator, text_sums: bool = True) -> dict[str, Any]:
+    """The state of `stats` as a summary keeps it (`SegmentSummary.stats` reads it back), its
+    syscall sums as decimal strings (JSON's integers stop at 64 bits) unless not `text_sums`."""
+    return {
+        "rows": stats.rows,
+        "first_ms": stats.first_ms,
+        "last_ms": stats.last_ms,
+        "polls": {node: sorted(v) for node, v in stats.polls.items()},
+        "tgids": {node: sorted(v) for node, v in stats.tgids.items()},
+        "processes": sorted(
+            stats.processes, key=lambda p: (p[0] or "", p[0] is None, p[1] or "", p[1] is None)
+        ),
+        "workloads": dict(stats.workloads),
+        "syscalls": {name: str(total) if text_sums else total for name, total in stats.syscall_sums.items()},
     }
 
 
