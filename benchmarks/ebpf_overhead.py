@@ -245,6 +245,11 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=3_000_000)
     parser.add_argument("--trips", type=int, default=200_000)
     parser.add_argument("--idle-seconds", type=float, default=20.0)
+    parser.add_argument(
+        "--workloads",
+        default="syscalls,switches",
+        help="comma-separated: syscalls, switches (default both)",
+    )
     args = parser.parse_args()
     if os.geteuid() != 0:
         print("ebpf_overhead: needs root (loads eBPF programs); skipped")
@@ -260,7 +265,12 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="croft-bench-") as workdir:
         loop, what = loop_command(Path(workdir), args.calls)
         pingpong = pingpong_command(Path(workdir), args.trips)
-        workloads = {"syscalls": loop, **({"switches": pingpong} if pingpong else {})}
+        chosen = set(args.workloads.split(","))
+        workloads = {
+            name: command
+            for name, command in (("syscalls", loop), ("switches", pingpong))
+            if name in chosen and command is not None
+        }
         print(
             f"eBPF overhead: {what}, {args.calls:,} calls a run; pipe ping-pong, {args.trips:,} round trips "
             f"a run; best of 3 runs, {args.rounds} rounds; load average {os.getloadavg()[0]:.2f} on "
@@ -290,7 +300,8 @@ def main() -> int:
                 )
     for workload, unit in (("syscalls", "ns/call"), ("switches", "ns/trip")):
         if workload not in times:
-            print("switches: no C compiler, the context-switch workload was not run")
+            if workload in args.workloads.split(","):
+                print("switches: no C compiler, the context-switch workload was not run")
             continue
         for clock, column, goal in ((1, "CPU", " (goal <= 1.0)"), (0, "wall", "")):
             report(

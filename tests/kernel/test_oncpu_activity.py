@@ -169,3 +169,113 @@ def test_a_process_moved_to_another_cgroup_is_read_again(kernel: BccKernelSource
             assert after.cgroups.unified == f"/{second.name}"
         finally:
             group.close()
+
+
+READER = "import os\nwhile os.read(0, 1):\n    pass\n"
+
+
+def voluntary_switches(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(status.split("voluntary_ctxt_switches:")[1].split()[0])
+
+
+def test_a_process_is_marked_in_every_poll_it_ran_and_in_no_other(kernel: BccKernelSource) -> None:
+    """Each CPU remembers the tasks it marked in the current poll (bpf/oncpu.c), so a task that runs
+    again after the poll drained the marks must be marked again, in the map the next poll drains. A
+    reader pinned to one CPU is woken once between two polls, many times over: each time it ran,
+    it was switched out with its last mark remembered, and on an idle CPU it is still one of the two
+    remembered when it next runs. Forgetting the marks at a drain, or draining the map being filled
+    instead of the one just ended, fails here."""
+    cpu = min(os.sched_getaffinity(0))
+    reader = subprocess.Popen(
+        [sys.executable, "-c", READER],
+        stdin=subprocess.PIPE,
+        preexec_fn=lambda: os.sched_setaffinity(0, {cpu}),
+    )
+    assert reader.stdin is not None
+    try:
+
+        def wake_and_wait() -> None:
+            """Wake the reader and return once it has gone back to sleep (its switch-out marked)."""
+            before = voluntary_switches(reader.pid)
+            reader.stdin.write(b"x")
+            reader.stdin.flush()
+            deadline = time.monotonic() + 10.0
+            while voluntary_switches(reader.pid) == before:
+                assert time.monotonic() < deadline, "the reader did not take its byte"
+                time.sleep(0.0005)
+            time.sleep(0.005)  # the switch-out's program has run (the count moves just before it)
+
+        wake_and_wait()  # started and settled
+        for _ in range(40):
+            kernel.activity()
+            wake_and_wait()
+            woken = kernel.activity()
+            asleep = kernel.activity()
+            assert woken is not None and asleep is not None, "no on-CPU map was full"
+            assert reader.pid in woken.ran
+            assert reader.pid not in asleep.ran
+    finally:
+        reader.stdin.close()  # the reader's read returns b"": it ends
+        reader.wait(timeout=10)
+
+
+PINGPONG = """
+import os, sys
+there, back = os.pipe(), os.pipe()
+child = os.fork()
+if child == 0:
+    os.close(there[1]), os.close(back[0])
+    while os.read(there[0], 1):  # b"" once the parent is gone
+        os.write(back[1], b"x")
+    sys.exit(0)
+os.close(there[0]), os.close(back[1])
+print(child, flush=True)
+while True:
+    os.write(there[1], b"x")
+    os.read(back[0], 1)
+"""
+
+
+def test_tasks_taking_turns_on_a_cpu_are_marked_again_after_each_drain(kernel: BccKernelSource) -> None:
+    """Two processes passing a byte back and forth on one CPU are the two tasks that CPU remembers
+    having marked (bpf/oncpu.c): after a drain, their next switches must mark them again, in the map
+    the next drain empties. The polls here come back to back while the pair runs on another CPU;
+    whenever one of them was switched out after a poll (its voluntary switch count moved), it must be
+    in the ran of one of the next three polls: the next; the one after, for a switch-out after the
+    next poll had begun; the third, for a mark the next poll's drain passed by while it was being
+    made (the map is drained again two polls on). Forgetting the marks at a drain fails here."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("needs two CPUs: the pair on one, the polls on another")
+    mine = os.sched_getaffinity(0)
+    pair = subprocess.Popen(
+        [sys.executable, "-c", PINGPONG],
+        stdout=subprocess.PIPE,
+        preexec_fn=lambda: os.sched_setaffinity(0, {cpus[0]}),
+    )
+    assert pair.stdout is not None
+    try:
+        os.sched_setaffinity(0, {cpus[1]})
+        pids = (pair.pid, int(pair.stdout.readline()))
+        polls: list[tuple[frozenset[int], tuple[int, ...]]] = []
+        for _ in range(300):
+            activity = kernel.activity()
+            assert activity is not None, "no on-CPU map was full"
+            polls.append((activity.ran, tuple(voluntary_switches(pid) for pid in pids)))
+        checked = 0
+        for index in range(1, len(polls) - 2):
+            switches_after, switches_before_next = polls[index - 1][1], polls[index][1]
+            for pid, after, before_next in zip(pids, switches_after, switches_before_next, strict=True):
+                if before_next == after:
+                    continue  # not switched out since that poll: not bound to be marked
+                checked += 1
+                assert pid in polls[index][0] | polls[index + 1][0] | polls[index + 2][0], (
+                    f"pid {pid} was switched out after poll {index} and not marked"
+                )
+        assert checked >= 100, "the pair ran through most polls"
+    finally:
+        os.sched_setaffinity(0, mine)
+        pair.kill()
+        pair.wait(timeout=10)
+        pair.stdout.close()

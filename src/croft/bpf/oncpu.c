@@ -1,15 +1,15 @@
-// Which processes ran since the previous poll, so that the poll reads procfs only for them: on-CPU
-// time per tgid, plus marks for processes that were forked or moved to another cgroup
+// Which processes ran since the previous poll, so that the poll reads procfs only for them: the
+// tgids that were on a CPU, plus marks for processes that were forked or moved to another cgroup
 // (https://docs.kernel.org/trace/events.html; include/trace/events/sched.h, timer.h, cgroup.h).
 //
 // Only the tracepoints' own arguments and helpers are used, never a task_struct field: BCC compiles
-// against whatever headers scripts/setup-bpf.sh found, which need not be the running kernel's.
+// against whatever headers scripts/setup-bpf.sh found, which need not be the running kernel's (a
+// task_struct pointer is only compared, never dereferenced).
 // - sched_switch (raw) fires in __schedule() on the switching CPU before the switch, so the current
-//   task is `prev`: its tgid gets the time since the previous switch on this CPU (per-CPU
-//   `switched_at_ns`).
+//   task is `prev` (args[1]): its tgid is marked as having run.
 // - A task that runs through a whole poll without being switched out (alone on its CPU) has no
 //   sched_switch; the scheduler tick still interrupts it: hrtimer_expire_entry (raw; the tick is an
-//   hrtimer on high-resolution kernels) marks the interrupted current task as having run.
+//   hrtimer on high-resolution kernels) marks the interrupted current task.
 // - A new process need not have run by the next poll: bpf/syscalls.c's task:task_newtask probe (the
 //   one that sees clone flags, so threads are left out) puts its pid in `started`. This file comes
 //   first in the module for that (CROFT_ONCPU).
@@ -19,6 +19,22 @@
 // - A process moved to another cgroup (cgroup_attach_task, by whoever wrote cgroup.procs) has not
 //   run, but its membership changed: it is marked in `moved` by bpf/syscalls.c's probe of that
 //   tracepoint (which also invalidates its cached verdicts; CROFT_MOVES).
+//
+// A mark is a set member, not a sum: the poll needs to know which processes ran, not for how long
+// (procfs says that), and bpf_ktime_get_ns, the clock a sum needs at every switch, cost as much as
+// the rest of the program together. A task is marked once per poll per CPU: each CPU keeps the last
+// two tasks it marked (oncpu_marked; two, for the two ends of a pipe taking turns on one CPU), and a
+// switch of one of those is not marked again while both slots of oncpu_generation hold what they
+// held when it was marked:
+// - [0], the drain generation, bumped by user space at each poll. The marks of generation g go to
+//   ran_even or ran_odd by g's parity, and user space drains the map of the generation it has just
+//   ended: a cached mark always stands for an entry still in the map being filled, where draining
+//   that map could empty it under a CPU that still believed it marked.
+// - [1], bumped by bpf/syscalls.c's task_newtask probe for every new task, thread or process: the
+//   cache holds task_struct addresses, which a new task may reuse once the old one is freed.
+// Both programs that mark run with interrupts disabled (__schedule holds the runqueue lock; hrtimer
+// callbacks run under the hrtimer base lock), so no other mark on this CPU interleaves with one.
+//
 // User space drains the maps once per poll. An update that finds a map full is counted in
 // oncpu_dropped; user space then lists and reads every process in that poll.
 #ifndef CROFT_RAN_ENTRIES
@@ -28,11 +44,21 @@
 #define CROFT_MOVED_ENTRIES 16384
 #endif
 
-BPF_HASH(ran_ns, u32, u64, CROFT_RAN_ENTRIES);
+struct oncpu_marks {
+    u64 task[2];  // task_struct addresses, compared only
+    u32 drains;   // oncpu_generation[0] when marked
+    u32 tasks;    // oncpu_generation[1] when marked
+    u32 older;    // the slot the next mark replaces
+    u32 pad;
+};
+
+BPF_HASH(ran_even, u32, u32, CROFT_RAN_ENTRIES);
+BPF_HASH(ran_odd, u32, u32, CROFT_RAN_ENTRIES);
 BPF_HASH(moved, u32, u32, CROFT_MOVED_ENTRIES);
 BPF_HASH(started, u32, u32, CROFT_MOVED_ENTRIES);
 BPF_HASH(freed, u32, u32, CROFT_MOVED_ENTRIES);
-BPF_PERCPU_ARRAY(switched_at_ns, u64, 1);
+BPF_ARRAY(oncpu_generation, u32, 2);
+BPF_PERCPU_ARRAY(oncpu_marked, struct oncpu_marks, 1);
 BPF_PERCPU_ARRAY(oncpu_dropped, u64, 1);
 
 static __always_inline void oncpu_count_dropped(void) {
@@ -60,33 +86,60 @@ static __always_inline void mark_moved(u32 pid) {
         oncpu_count_dropped();
 }
 
-static __always_inline void add_ran(u32 tgid, u64 ns) {
-    u64 zero = 0;
-    u64 *total = ran_ns.lookup_or_try_init(&tgid, &zero);
-    if (!total) {
+// A new task may take the task_struct address of one freed since it was marked (bpf/syscalls.c's
+// task_newtask probe calls this before the new task can run).
+static __always_inline void oncpu_tasks_stale(void) {
+    u32 one = 1;
+    u32 *tasks = oncpu_generation.lookup(&one);
+    if (tasks)
+        __sync_fetch_and_add(tasks, 1);
+}
+
+static __always_inline int ran_insert(u32 drains, u32 tgid) {
+    u32 one = 1;
+    if (drains & 1)
+        return ran_odd.lookup(&tgid) ? 0 : ran_odd.update(&tgid, &one);
+    return ran_even.lookup(&tgid) ? 0 : ran_even.update(&tgid, &one);
+}
+
+// Marks the process of the current task, `task`, unless this CPU marked it in this generation.
+static __always_inline void mark_ran(u64 task) {
+    u32 zero = 0, one = 1;
+    u32 *drains = oncpu_generation.lookup(&zero);
+    u32 *tasks = oncpu_generation.lookup(&one);
+    struct oncpu_marks *marked = oncpu_marked.lookup(&zero);
+    if (!drains || !tasks || !marked)
+        return;
+    // Read before the map they choose and guard: a drain or a new task afterwards bumps them afterwards.
+    u32 drains_now = *drains, tasks_now = *tasks;
+    if (marked->drains != drains_now || marked->tasks != tasks_now) {
+        marked->drains = drains_now;
+        marked->tasks = tasks_now;
+        marked->task[0] = 0;
+        marked->task[1] = 0;
+    } else if (marked->task[0] == task || marked->task[1] == task) {
+        return;
+    }
+    u32 tgid = bpf_get_current_pid_tgid() >> 32;
+    if (tgid != 0 && ran_insert(drains_now, tgid) != 0) {
         oncpu_count_dropped();
         return;
     }
-    __sync_fetch_and_add(total, ns);
+    if (marked->older)
+        marked->task[1] = task;
+    else
+        marked->task[0] = task;
+    marked->older = !marked->older;
 }
 
 RAW_TRACEPOINT_PROBE(sched_switch) {
-    u64 now = bpf_ktime_get_ns();
-    u32 zero = 0;
-    u64 *since = switched_at_ns.lookup(&zero);
-    if (!since)
-        return 0;
-    u32 prev = bpf_get_current_pid_tgid() >> 32;
-    if (prev != 0)
-        add_ran(prev, *since ? now - *since : 0);
-    *since = now;
+    // TP_PROTO(bool preempt, struct task_struct *prev, struct task_struct *next, unsigned int prev_state)
+    mark_ran(ctx->args[1]);
     return 0;
 }
 
 RAW_TRACEPOINT_PROBE(hrtimer_expire_entry) {
-    u32 interrupted = bpf_get_current_pid_tgid() >> 32;
-    if (interrupted != 0)
-        add_ran(interrupted, 0);
+    mark_ran(bpf_get_current_task());
     return 0;
 }
 

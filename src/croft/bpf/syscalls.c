@@ -262,9 +262,12 @@ RAW_TRACEPOINT_PROBE(sys_enter) {
 // A new process (not a thread) of a marked process is marked with the same origin. The tracepoint
 // fires in the parent, in copy_process, before the child can run; `pid` is the child's (for a
 // process, its tgid). With bpf/oncpu.c (which then comes first in the module), every new process is
-// also noted as started.
+// also noted as started, and every new task invalidates the marks oncpu.c's CPUs remember.
 TRACEPOINT_PROBE(task, task_newtask) {
     verdicts_stale();  // a new task, thread or not, may have the pid_tgid of a cached verdict
+#ifdef CROFT_ONCPU
+    oncpu_tasks_stale();  // or the task_struct address of one bpf/oncpu.c marked
+#endif
     if (args->clone_flags & CROFT_CLONE_THREAD)
         return 0;
 #ifdef CROFT_ONCPU

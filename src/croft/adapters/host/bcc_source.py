@@ -65,7 +65,7 @@ class MapSizes:
     net: int = 16384  # (tgid, direction) pairs that moved socket bytes in one poll
     endpoints: int = 16384  # local TCP (address, port) pairs that received data or a handshake in one poll
     tgids: int = 65536  # processes marked by tgid (watched through cgroup v1, GPU holders, their children)
-    ran: int = 65536  # processes that ran or were forked in one poll (bpf/oncpu.c)
+    ran: int = 65536  # processes that ran in one poll (bpf/oncpu.c; two maps of this size)
     moved: int = 16384  # pids moved to another cgroup, started or freed in one poll (each)
     cgroup_roots: int = 4096  # cgroup-v2 directories the --watch prefixes match
     verdicts: int = 16384  # cgroup ids whose verdict is cached (LRU)
@@ -184,7 +184,13 @@ class BccKernelSource:
         self._dropped_before = 0
         self._spilled_before = 0
         if self.has_oncpu:
-            self._drain_ran = bcc_loader.Drain(self._bpf[b"ran_ns"])
+            # bpf/oncpu.c marks into ran_even or ran_odd by the parity of the drain generation
+            self._drain_ran = (
+                bcc_loader.Drain(self._bpf[b"ran_even"]),
+                bcc_loader.Drain(self._bpf[b"ran_odd"]),
+            )
+            self._oncpu_generation = self._bpf[b"oncpu_generation"]
+            self._drains = 0
             self._drain_moved = bcc_loader.Drain(self._bpf[b"moved"])
             self._drain_started = bcc_loader.Drain(self._bpf[b"started"])
             self._drain_freed = bcc_loader.Drain(self._bpf[b"freed"])
@@ -256,7 +262,11 @@ class BccKernelSource:
         from bpf/oncpu.c; None without it, or when a full map lost some since the previous call."""
         if not self.has_oncpu:
             return None
-        ran, _ = self._drain_ran.raw()
+        # End the generation whose marks are drained: the CPUs' remembered marks stand for entries
+        # of the map they fill from now on, which this drain does not empty.
+        ended, self._drains = self._drains, self._drains + 1
+        self._oncpu_generation[ctypes.c_int(0)] = ctypes.c_uint32(self._drains)
+        ran, _ = self._drain_ran[ended & 1].raw()
         moved, _ = self._drain_moved.raw()
         started, _ = self._drain_started.raw()
         freed, _ = self._drain_freed.raw()
