@@ -32,9 +32,13 @@ PACED = (
 
 
 def rows_of(dataset: Path, tgid: int) -> list[dict[str, object]]:
+    """The rows of `tgid` in the live file(s); a line still being written (no newline yet) is not
+    read."""
     rows = []
     for path in sorted(dataset.parent.glob("*.jsonl")):
-        for line in path.read_text().splitlines():
+        for line in path.read_text().splitlines(keepends=True):
+            if not line.endswith("\n"):
+                break
             row = json.loads(line)
             if row["tgid"] == tgid:
                 rows.append(row)
@@ -60,8 +64,12 @@ def test_croft_run_rows_carry_the_syscall_rate_of_a_watched_process(tmp_path: Pa
             stderr=subprocess.STDOUT,
             text=True,
         )
+        # Seven polls of the child, however long BCC's compile at the start takes on a loaded
+        # machine (a fixed 20 s gave 5 rows at load 8).
+        deadline = time.monotonic() + 180
         try:
-            time.sleep(20)
+            while len(rows_of(dataset, child.pid)) < 7 and time.monotonic() < deadline:
+                time.sleep(0.5)
         finally:
             croft.send_signal(signal.SIGINT)
             log, _ = croft.communicate(timeout=60)
