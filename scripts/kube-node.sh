@@ -52,6 +52,7 @@ run=${CROFT_NODE_RUN:-/tmp/croft-node}
 lock=${CROFT_NODE_LOCK:-$cache/.node.lock}
 node=${CROFT_NODE_NAME:-croft-node}
 bridge=croftnode0
+bridge_mac=02:63:72:6f:66:74
 node_ip=10.244.31.1
 pod_cidr=10.244.31.0/24
 svc_cidr=10.97.0.0/16
@@ -396,6 +397,11 @@ host_net() {
         ip addr add "$node_ip/24" dev "$bridge"
         ip link set "$bridge" up
     }
+    # A bridge whose address was never set takes the lowest of its ports' and changes it when that
+    # port goes (a pod deleted): the other pods' ARP caches keep the old one for the node for up to
+    # a minute, and their replies to the node are lost. A set address stays (the kernel marks it
+    # NET_ADDR_SET and no longer follows the ports). Locally administered: 02 + "croft".
+    ip link set "$bridge" address "$bridge_mac"
     # Pods reach the node (API server, kubelet) and each other on the bridge; nothing is forwarded
     # from the bridge to any other interface, whatever ip_forward says.
     iptables -N CROFT-NODE-FORWARD 2>/dev/null || iptables -F CROFT-NODE-FORWARD
@@ -621,6 +627,7 @@ print_env() {
     echo "CROFT_NODE_BIN=$(cat "$run/node-bin")"
     echo "CROFT_NODE_NAME=$node"
     echo "CROFT_NODE_IP=$node_ip"
+    echo "CROFT_NODE_BRIDGE=$bridge"
     echo "CROFT_NODE_KUBELET=https://$node_ip:$kubelet_port"
     echo "CROFT_NODE_METRICS_API_PORT=$metrics_api_port"
     echo "CROFT_NODE_KUBELET_CLIENT_CERT=$run/pki/apiserver-kubelet-client.crt"

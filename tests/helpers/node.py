@@ -246,3 +246,73 @@ class OpenLoop:
     def __exit__(self, *exc: object) -> None:
         for thread in self._threads:
             thread.join(timeout=60)
+
+
+# the test webapp's CPU time per request (ms): labs/research/experiment/workloads/webapp
+CPU_MS = 20
+
+
+def webapp_deployment(name: str, replicas: int, image: str, service_account_token: bool = False) -> str:
+    # No readiness probe: a kubelet probe would add sendto calls the test did not send.
+    return f"""
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: {name}, labels: {{app: {name}}}}}
+spec:
+  replicas: {replicas}
+  selector: {{matchLabels: {{app: {name}}}}}
+  template:
+    metadata: {{labels: {{app: {name}}}}}
+    spec:
+      automountServiceAccountToken: {str(service_account_token).lower()}
+      containers:
+      - name: webapp
+        image: {image}
+        imagePullPolicy: Never
+        env: [{{name: CPU_MS, value: "{CPU_MS}"}}, {{name: SENDTO, value: "2"}}]
+        ports: [{{name: http, containerPort: 8080}}]
+"""
+
+
+def processes_in(container_id: str) -> list[int]:
+    """Host pids whose cgroup path names `container_id`."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if container_id in (entry / "cgroup").read_text():
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return pids
+
+
+def send_requests(ip: str, count: int, timeout_s: float = 30) -> None:
+    """`count` GET /work on one keep-alive connection, each read to the end. The test pods have no
+    readiness probe (it would add sendto calls), so Ready means the container started, not that
+    the server listens yet: a refused connection is retried for 30 s. A request not answered within
+    `timeout_s` fails the test, saying which."""
+    deadline = time.monotonic() + 30
+    while True:
+        connection = http.client.HTTPConnection(ip, 8080, timeout=timeout_s)
+        try:
+            connection.connect()
+            break
+        except ConnectionRefusedError:
+            connection.close()
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+    try:
+        for sent in range(count):
+            connection.request("GET", "/work")
+            try:
+                response = connection.getresponse()
+            except TimeoutError:
+                raise AssertionError(
+                    f"{ip} did not answer request {sent + 1} of {count} in {timeout_s} s"
+                ) from None
+            response.read()
+            assert response.status == 200
+    finally:
+        connection.close()

@@ -7,7 +7,6 @@ pods' processes."""
 
 from __future__ import annotations
 
-import http.client
 import json
 import re
 import subprocess
@@ -19,11 +18,15 @@ import httpx
 import pytest
 from tests.helpers.cli import CROFT
 from tests.helpers.node import (
+    CPU_MS,
     DATASET_DIR,
     Node,
     container_ids,
     dataset_rows,
+    processes_in,
+    send_requests,
     wait_for,
+    webapp_deployment,
 )
 
 from croft.domain.deploy.manifests import CAPABILITIES_5_11
@@ -41,43 +44,7 @@ CAP_NUMBERS = {
     "PERFMON": 38,
     "BPF": 39,
 }
-CPU_MS = 20
 REQUESTS = 300
-
-
-def webapp_deployment(name: str, replicas: int, image: str, service_account_token: bool = False) -> str:
-    # No readiness probe: a kubelet probe would add sendto calls the test did not send.
-    return f"""
-apiVersion: apps/v1
-kind: Deployment
-metadata: {{name: {name}, labels: {{app: {name}}}}}
-spec:
-  replicas: {replicas}
-  selector: {{matchLabels: {{app: {name}}}}}
-  template:
-    metadata: {{labels: {{app: {name}}}}}
-    spec:
-      automountServiceAccountToken: {str(service_account_token).lower()}
-      containers:
-      - name: webapp
-        image: {image}
-        imagePullPolicy: Never
-        env: [{{name: CPU_MS, value: "{CPU_MS}"}}, {{name: SENDTO, value: "2"}}]
-        ports: [{{name: http, containerPort: 8080}}]
-"""
-
-
-def processes_in(container_id: str) -> list[int]:
-    """Host pids whose cgroup path names `container_id`."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if container_id in (entry / "cgroup").read_text():
-                    pids.append(int(entry.name))
-            except OSError:
-                continue
-    return pids
 
 
 def capability_set(pid: str, field: str) -> set[int]:
@@ -97,31 +64,6 @@ def bpf_program_fds(pid: int) -> int:
         except OSError:
             continue
     return count
-
-
-def send_requests(ip: str, count: int) -> None:
-    """`count` GET /work on one keep-alive connection, each read to the end. The test pods have no
-    readiness probe (it would add sendto calls), so Ready means the container started, not that
-    the server listens yet: a refused connection is retried for 30 s."""
-    deadline = time.monotonic() + 30
-    while True:
-        connection = http.client.HTTPConnection(ip, 8080, timeout=30)
-        try:
-            connection.connect()
-            break
-        except ConnectionRefusedError:
-            connection.close()
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
-    try:
-        for _ in range(count):
-            connection.request("GET", "/work")
-            response = connection.getresponse()
-            response.read()
-            assert response.status == 200
-    finally:
-        connection.close()
 
 
 def poll_times() -> list[int]:

@@ -1,8 +1,10 @@
 """The collector pod across the network: `croft collect` pulls its dataset through the API server's
-pod proxy, and a real Prometheus scrapes its /metrics at the pod's own address."""
+pod proxy, and a real Prometheus scrapes its /metrics at the pod's own address; the test node's
+bridge keeps its address while pods come and go."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -10,7 +12,15 @@ from typing import Any
 import httpx
 import pytest
 from tests.helpers.cli import CROFT
-from tests.helpers.node import DATASET_DIR, Node, container_ids
+from tests.helpers.node import (
+    DATASET_DIR,
+    Node,
+    container_ids,
+    processes_in,
+    send_requests,
+    webapp_deployment,
+)
+from tests.helpers.node import wait_for as wait_until
 from tests.helpers.prometheus import prometheus, wait_for
 
 pytestmark = [pytest.mark.node, pytest.mark.root, pytest.mark.bpf, pytest.mark.slow]
@@ -58,3 +68,57 @@ def test_prometheus_scrapes_the_collector_at_the_pods_address(
             lambda: query(f'croft_container_cpu_cores{{container_id="{cid}"}}'),
         )
         assert rates[0]["metric"]["instance"] == target
+
+
+def host_veth_mac(pid: int) -> str:
+    """The MAC address of the host end of the veth pair whose other end is `pid`'s eth0."""
+    link = subprocess.run(
+        ["nsenter", "-t", str(pid), "-n", "ip", "-o", "link", "show", "eth0"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    match = re.match(r"\d+: eth0@if(\d+):", link)
+    assert match, link
+    for device in Path("/sys/class/net").iterdir():
+        if (device / "ifindex").read_text().strip() == match.group(1):
+            return (device / "address").read_text().strip()
+    raise AssertionError(f"no host device has ifindex {match.group(1)}")
+
+
+def test_a_pod_keeps_answering_when_another_pod_on_the_bridge_goes(
+    node: Node, collector: dict[str, Any], webapp_image: str, namespace: str
+) -> None:
+    """A Linux bridge whose address was never set takes the lowest address of its ports and
+    changes it when that port goes: the pods' ARP caches then hold an address of the node that no
+    port has any more. scripts/kube-node.sh sets the bridge's address, as Docker does for
+    docker0. Deleting the pod whose veth has the lowest address, the bridge keeps its address and
+    the other pods answer at once."""
+    node.apply(webapp_deployment("webapp", 3, webapp_image), namespace)
+    pods = node.wait_ready(namespace, "app=webapp", 3)
+    macs = {}
+    for pod in pods:
+        (pid,) = processes_in(container_ids(pod)["webapp"])
+        macs[pod["metadata"]["name"]] = host_veth_mac(pid)
+    victim = min(macs, key=lambda name: macs[name])
+    survivors = [p["status"]["podIP"] for p in pods if p["metadata"]["name"] != victim]
+    bridge = Path("/sys/class/net") / node.values["CROFT_NODE_BRIDGE"]
+    before = (bridge / "address").read_text()
+    for ip in survivors:
+        send_requests(ip, 2, timeout_s=5)  # their ARP caches now hold the node's address
+    node.kubectl("-n", namespace, "delete", "pod", victim, "--grace-period=1", "--wait=true")
+    wait_until(
+        "the deleted pod's veth to leave the bridge", lambda: macs[victim] not in bridge_port_macs(bridge), 30
+    )
+    assert (bridge / "address").read_text() == before
+    for ip in survivors:
+        send_requests(ip, 5, timeout_s=5)
+
+
+def bridge_port_macs(bridge: Path) -> set[str]:
+    """The addresses of the bridge's ports (a port may go while they are read)."""
+    macs = set()
+    for port in (bridge / "brif").iterdir():
+        try:
+            macs.add((bridge.parent / port.name / "address").read_text().strip())
+        except OSError:
+            continue
+    return macs
