@@ -12,13 +12,11 @@ is not remembered (its skips name it), nor one that changed while it was read.
 
 from __future__ import annotations
 
-import contextlib
-import os
 from pathlib import Path
 from typing import Any
 
 from croft.adapters.dataset.files import DatasetFile
-from croft.adapters.dataset.summaries import CheckMemory
+from croft.adapters.dataset.summaries import CheckMemory, replace_quietly
 from croft.domain.dataset.segments import SegmentSummary, stats_state
 from croft.domain.dataset.summary import StatsAccumulator
 
@@ -86,12 +84,5 @@ class LiveMemory:
 
         newest = sorted(self.states.items(), key=lambda item: item[1][0])[-self.LIMIT :]
         body = orjson.dumps([[*key, at, state] for key, (at, state) in newest])
-        temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}")
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            temporary.write_bytes(body)
-            temporary.replace(self.path)
-        except OSError:
-            with contextlib.suppress(OSError):
-                temporary.unlink()
+        replace_quietly(self.path, body)
         self.added = False

@@ -193,14 +193,7 @@ class CheckMemory:
 
         newest = sorted(self.passed.items(), key=lambda item: item[1])[-self.LIMIT :]
         body = orjson.dumps([[*key, at] for key, at in newest])
-        temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}")
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            temporary.write_bytes(body)
-            temporary.replace(self.path)
-        except OSError:
-            with contextlib.suppress(OSError):
-                temporary.unlink()
+        replace_quietly(self.path, body)
         self.added = False
 
 
@@ -371,3 +364,16 @@ def _append_copy(path: Path, state: dict[str, object], disk: Disk, data_bytes: i
             temporary.unlink()
         raise
     fsync_directory(path.parent)
+
+
+def replace_quietly(path: Path, body: bytes) -> None:
+    """`path` replaced by `body` through a temporary file beside it (readers see the old file or the
+    new one); a memory that cannot be written is only a memory, so an OSError leaves it as it was."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary.write_bytes(body)
+        temporary.replace(path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            temporary.unlink()
