@@ -17,23 +17,43 @@ LIVE = "croft-dataset.jsonl"
 
 
 def dataset_files(directory: Path, live_name: str = LIVE) -> list[Path]:
-    """What a reader reads: every plain and compressed segment in name order, then the live file.
-    Temporaries (hidden names) are not part of the dataset."""
+    """What a reader reads: every segment in name order, then the live file. Temporaries (hidden
+    names) are not part of the dataset. A segment there both plain and compressed (a background
+    compression was just renamed into place) is listed once, plain, as croft's readers take it."""
     naming = Naming.for_live(live_name)
+    names = {p.name for p in directory.iterdir()}
     segments = sorted(
-        (p for p in directory.iterdir() if (found := naming.parse(p.name)) and found[1] != "temporary"),
+        (
+            directory / name
+            for name in names
+            if (found := naming.parse(name))
+            and found[1] != "temporary"
+            and not (name.endswith(".zst") and name.removesuffix(".zst") in names)
+        ),
         key=lambda p: p.name,
     )
     live = directory / live_name
     return [*segments, live] if live.exists() else segments
 
 
-def file_lines(path: Path) -> list[bytes]:
-    """The whole lines of one file; a torn last line (no newline) is skipped, as readers do."""
-    data = path.read_bytes()
+def file_bytes(path: Path) -> bytes:
+    """A dataset file's rows as bytes, decompressed. A plain segment that a writer's background
+    compression replaced since the listing is read from its compressed copy."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        if path.name.endswith(".zst"):
+            raise
+        path = path.with_name(path.name + ".zst")
+        data = path.read_bytes()
     if path.name.endswith(".zst"):
         data = zstandard.ZstdDecompressor().decompressobj().decompress(data)
-    lines = data.split(b"\n")
+    return data
+
+
+def file_lines(path: Path) -> list[bytes]:
+    """The whole lines of one file; a torn last line (no newline) is skipped, as readers do."""
+    lines = file_bytes(path).split(b"\n")
     return lines[:-1]  # the last piece is b"" after a final newline, or a torn line
 
 
