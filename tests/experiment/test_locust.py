@@ -182,9 +182,23 @@ def test_the_counts_are_the_final_ones_and_the_webapp_did_that_work(locust_run: 
     assert locust_mode.summary(locust_run.run_dir).startswith(f"{requests} requests, 0 failed, median ")
 
 
+def _run_time_kept(log: str) -> float:
+    """Seconds from Locust's "Run time limit set" to its "--run-time limit reached" (its own log)."""
+    stamps = {
+        what: time.mktime(time.strptime(stamp, "%Y-%m-%d %H:%M:%S")) + int(ms) / 1000
+        for stamp, ms, what in re.findall(
+            r"^\[(\S+ \S+),(\d+)\] \S+: (Run time limit set|--run-time limit reached)", log, re.MULTILINE
+        )
+    }
+    return stamps["--run-time limit reached"] - stamps["Run time limit set"]
+
+
 def test_locust_stops_at_its_run_time_and_leaves_no_process(locust_run: LocustRun) -> None:
     assert DURATION_S <= locust_run.wall_s < DURATION_S + locust_mode.GRACE_S
     assert locust_run.children_after <= locust_run.children_before  # the webapp, nothing more
+    # The users ran the whole run time, counted from when Locust armed it (not from a clock
+    # the event loop read at its start: then it ended early by Locust's start-up).
+    assert _run_time_kept((locust_run.run_dir / "locust.log").read_text()) >= DURATION_S - 0.25
 
 
 def test_failed_requests_are_counted_and_make_a_non_zero_exit(webapp: Webapp, tmp_path: Path) -> None:
