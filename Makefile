@@ -24,13 +24,15 @@ install: $(STAMP)
 bpf-setup: $(STAMP)
 	bash scripts/setup-bpf.sh $(VENV)
 
-# Builds (once, cached in /var/cache/croft-k8s) the kube-apiserver the k8s tests start. A machine
-# that cannot build it still runs every other test; the k8s tests then skip saying why.
+# Builds (once, cached in /var/cache/croft-k8s) the kube-apiserver the k8s tests start, and in the same
+# Go build the node binaries node-setup takes. A machine that cannot build it still runs every other
+# test; the k8s tests then skip saying why.
 k8s-setup:
 	bash scripts/kube-apiserver.sh build >/dev/null || echo "k8s-setup: no kube-apiserver; the k8s tests will skip"
 
 # Builds (once, cached in /var/cache/croft-k8s) the real node the `node` tests start: kubelet,
-# kube-scheduler, kube-proxy, the pause image and a Debian base root file system (mmdebstrap).
+# kube-scheduler, kube-proxy (k8s-setup built them), the pause image and a Debian base root file
+# system (mmdebstrap).
 # A machine that cannot build it still runs every other test; the node tests then skip saying why.
 node-setup: k8s-setup
 	bash scripts/kube-node.sh build >/dev/null && bash scripts/kube-node.sh images >/dev/null \

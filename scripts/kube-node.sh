@@ -147,7 +147,8 @@ build() {
         echo "$nodebin"
         return 0
     fi
-    # its own lock: kube-apiserver.sh build (which every `make test` runs) must not wait for this one
+    # kube-apiserver.sh build makes these with its own binaries; this builds them for a cache it made
+    # before it did. Its own lock: kube-apiserver.sh build (which every `make test` runs) must not wait.
     exec 9>"$cache/.node-build.lock"
     flock 9
     if [ -x "$nodebin/kubelet" ] && [ -x "$nodebin/kube-scheduler" ] && [ -x "$nodebin/kube-proxy" ]; then
