@@ -413,6 +413,47 @@ def test_names_that_share_their_first_bytes_are_summed_apart(calls: list[list[tu
     assert native == pure
 
 
+# Where the C side's memo of a process's members and of a cgroup usage's members ends.
+MEMBERS_END = [b'},"workload":', b'},"syscalls":']
+EDGE_INSERTS = [b"", b"x", b"0", b"5", b".5", b"e5", b'"', b"\\", b" ", b',"framework":"jax"', b',"zz":1']
+
+
+@st.composite
+def repeated(draw: st.DrawFn, line: bytes) -> bytes:
+    """`line` again, as the same process in another poll: unchanged, or changed at the end of its
+    process or cgroup usage members (bytes cut there, some inserted), its framework dropped or
+    added, or damaged anywhere."""
+    how = draw(st.sampled_from(["same", "same", "edge", "edge", "framework", "damaged"]))
+    if how == "same":
+        return line
+    if how == "edge":
+        at = line.find(draw(st.sampled_from(MEMBERS_END)))
+        if at < 0:
+            return line
+        cut = draw(st.integers(0, 3))
+        return line[: at - cut] + draw(st.sampled_from(EDGE_INSERTS)) + line[at:]
+    if how == "framework":
+        if b',"framework":' in line:
+            return re.sub(rb',"framework":"[^"]*"', b"", line, count=1)
+        return line.replace(b'},"workload":', b',"framework":"vllm"},"workload":', 1)
+    return draw(damaged(line))
+
+
+@needs_native
+@LAW
+@given(st.data(), st.lists(canonical_rows(), min_size=1, max_size=4), st.booleans())
+def test_rows_that_repeat_earlier_members_give_the_python_totals(
+    data: st.DataObject, firsts: list[bytes], syscalls: bool
+) -> None:
+    """The C side takes a process's members, and a cgroup usage's, that repeat bytes it read before
+    in the buffer without reading them again: every repeat, changed or not, counts as in Python."""
+    found = list(firsts)
+    for _ in range(data.draw(st.integers(1, 10))):
+        found.append(data.draw(repeated(data.draw(st.sampled_from(found)))))
+    pure, native = both(b"\n".join(found) + b"\n", syscalls)
+    assert native == pure
+
+
 @needs_native
 def test_a_clean_block_is_decoded_as_before() -> None:
     """The Python path is the one `decode_block` gave before the native path existed."""

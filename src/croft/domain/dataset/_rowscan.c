@@ -261,6 +261,36 @@ static inline int num_tail(const char **pp, const char *end, const char *s, int 
  * double, correctly rounded. */
 static inline int parse_num(const char **pp, const char *end, double *value) {
     const char *p = *pp, *s = p;
+    if (end - p >= 16) {
+        /* The usual rate, -?(0|[1-9][0-9]*)(\.[0-9]+)? of at most 15 digits and its end within 16
+         * bytes, found from one mask of the digits as check_num finds it: its digits are m and its
+         * fraction's length -e, as the loop below takes them (leading zeros add nothing to m), and
+         * m < 10**15 is exact, so the value is the same one division or none (Clinger). A number of
+         * 16 characters or fewer needs no magnitude check. Anything else is read by the loop. */
+        __m128i x = _mm_loadu_si128((const __m128i *)p);
+        __m128i d = _mm_and_si128(_mm_cmpgt_epi8(x, _mm_set1_epi8('0' - 1)), _mm_cmplt_epi8(x, _mm_set1_epi8('9' + 1)));
+        unsigned other = ((unsigned)_mm_movemask_epi8(d) ^ 0xffffu) | 0x10000u; /* bit 16: past the window */
+        unsigned k = p[0] == '-';
+        unsigned whole = (unsigned)__builtin_ctz(other >> k), fraction = 0, point = 0;
+        if (whole && (p[k] != '0' || whole == 1)) {
+            const char *digits = p + k;
+            k += whole;
+            if (k < 16 && p[k] == '.') {
+                point = 1;
+                fraction = (unsigned)__builtin_ctz(other >> (k + 1));
+                k += 1 + fraction;
+            }
+            if (k < 16 && fraction >= point && p[k] != 'e' && p[k] != 'E' && whole + fraction <= 15) {
+                uint64_t m = 0;
+                for (unsigned i = 0; i < whole; i++) m = m * 10 + (uint64_t)(digits[i] - '0');
+                for (unsigned i = 0; i < fraction; i++) m = m * 10 + (uint64_t)(digits[whole + 1 + i] - '0');
+                double v = fraction ? (double)m / POW10[fraction] : (double)m;
+                *value = p[0] == '-' ? -v : v;
+                *pp = p + k;
+                return 1;
+            }
+        }
+    }
     int neg = 0;
     if (p < end && *p == '-') {
         neg = 1;
@@ -443,12 +473,38 @@ static inline int parse_calls(const char **pp, const char *end, row *r) {
         if (!check_num(&p, end)) return 0;       \
     } while (0)
 
+/* Members of objects already read in this buffer, for the rows that repeat them: the process of a
+ * tgid (the same from poll to poll) and the cgroup usage of the row before (the same for each
+ * process of a container in a poll). Bytes equal to members read before, followed by the same
+ * closing bytes, read as those did -- a member ends at a quote or at a byte no number holds, both
+ * inside the bytes compared or the closing ones -- so they are taken without reading them again.
+ * Only the buffer's bytes are remembered: the memo lives for one call. */
+#define PROC_BITS 7
+typedef struct {
+    const char *ptr; /* from comm's value to the end of cwd's or framework's; NULL: none */
+    Py_ssize_t len;
+    long long tgid;
+    Py_ssize_t cid_at, cid_len; /* the container id's offset from ptr; -1: null */
+    Py_ssize_t fw_at, fw_len;   /* the framework's offset from ptr; -1: absent */
+} proc_memo;
+
+typedef struct {
+    proc_memo procs[1 << PROC_BITS];
+    const char *cgroup_usage; /* from cpu_cores' value to the end of io_pressure_avg10's; NULL: none */
+    Py_ssize_t cgroup_usage_len;
+} memo;
+
+/* Whether p[0:] starts with the n bytes at `before` and then the literal `close`. */
+#define seen_before(p, end, before, n, close)                                                   \
+    ((end) - (p) >= (n) + (Py_ssize_t)(sizeof(close) - 1) && !memcmp((p), (before), (size_t)(n)) && \
+     same((p) + (n), close, sizeof(close) - 1))
+
 /* With `calls`, the row's syscalls are kept in r (their rates parsed, at most MAX_ROW_CALLS of
  * them, each below RATE_LIMIT); without, they are only checked (their rates count in no total).
  * `end` may lie past the line's newline: no part of a row takes a newline in (a string stops at any
  * byte below 0x20, a number at any byte not of a number, the keys hold none), so the row is
  * accepted only when the parse stops at its newline or at `end`; `*stopped` says where it stopped. */
-static int parse_row(const char *p, const char *end, row *r, int calls, const char **stopped) {
+static int parse_row(const char *p, const char *end, row *r, int calls, const char **stopped, memo *m) {
     span tmp;
     long long ival;
     INT("{\"unix_ms\":");
@@ -462,7 +518,19 @@ static int parse_row(const char *p, const char *end, row *r, int calls, const ch
         STR(",\"node\":");
         r->node = tmp;
     }
-    STR(",\"process\":{\"comm\":");
+    NEED(",\"process\":{\"comm\":");
+    const char *members = p;
+    proc_memo *pm = NULL;
+    if (m) {
+        pm = &m->procs[((uint64_t)r->tgid * 0x9e3779b97f4a7c15ULL) >> (64 - PROC_BITS)];
+        if (pm->ptr && pm->tgid == r->tgid && seen_before(p, end, pm->ptr, pm->len, "},\"workload\":")) {
+            r->cid = pm->cid_at < 0 ? (span){NULL, 0} : (span){p + pm->cid_at, pm->cid_len};
+            r->fw = pm->fw_at < 0 ? (span){NULL, 0} : (span){p + pm->fw_at, pm->fw_len};
+            p += pm->len;
+            goto process_read;
+        }
+    }
+    if (!parse_str(&p, end, &tmp)) return 0;
     STR(",\"exe\":");
     STR(",\"cgroup\":");
     NEED(",\"container_id\":");
@@ -480,6 +548,16 @@ static int parse_row(const char *p, const char *end, row *r, int calls, const ch
         STR(",\"framework\":");
         r->fw = tmp;
     }
+    if (pm) {
+        pm->ptr = members;
+        pm->len = p - members;
+        pm->tgid = r->tgid;
+        pm->cid_at = r->cid.ptr ? r->cid.ptr - members : -1;
+        pm->cid_len = r->cid.len;
+        pm->fw_at = r->fw.ptr ? r->fw.ptr - members : -1;
+        pm->fw_len = r->fw.len;
+    }
+process_read:
     STR("},\"workload\":");
     if (tmp.len == 9 && !memcmp(tmp.ptr, "gpu-onset", 9))
         r->workload = 0;
@@ -501,13 +579,23 @@ static int parse_row(const char *p, const char *end, row *r, int calls, const ch
     NUM(",\"network_rx_bytes_s\":");
     NUM(",\"network_tx_bytes_s\":");
     NUM(",\"runqueue_s\":");
-    NUM("},\"cgroup_usage\":{\"cpu_cores\":");
-    NUM(",\"cpu_throttled_fraction\":");
-    CHECK_INT(",\"memory_bytes\":");
-    CHECK_INT(",\"oom_kills\":");
-    NUM(",\"cpu_pressure_avg10\":");
-    NUM(",\"memory_pressure_avg10\":");
-    NUM(",\"io_pressure_avg10\":");
+    NEED("},\"cgroup_usage\":{\"cpu_cores\":");
+    if (m && m->cgroup_usage && seen_before(p, end, m->cgroup_usage, m->cgroup_usage_len, "},\"syscalls\":")) {
+        p += m->cgroup_usage_len;
+    } else {
+        members = p;
+        if (!check_num(&p, end)) return 0;
+        NUM(",\"cpu_throttled_fraction\":");
+        CHECK_INT(",\"memory_bytes\":");
+        CHECK_INT(",\"oom_kills\":");
+        NUM(",\"cpu_pressure_avg10\":");
+        NUM(",\"memory_pressure_avg10\":");
+        NUM(",\"io_pressure_avg10\":");
+        if (m) {
+            m->cgroup_usage = members;
+            m->cgroup_usage_len = p - members;
+        }
+    }
     NEED("},\"syscalls\":");
     r->ncalls = 0;
     if (!parse_calls(&p, end, calls ? r : NULL)) return 0;
@@ -609,6 +697,7 @@ typedef struct {
     int nnodes;
     span last_cid, last_fw; /* the pair added last (in the set already) */
     int has_last_pair;
+    memo memo;
 } state;
 
 static PyObject *i128_to_long(i128 v) {
@@ -827,7 +916,7 @@ static PyObject *fold(PyObject *self, PyObject *args) {
     while (pos < stop) {
         const char *line = data + pos, *end = NULL;
         /* one pass: the parse finds the newline of a row it takes; memchr only for the others */
-        int ok = parse_row(line, data + stop, r, with_sums, &end) && end - line <= MAX_LINE_BYTES;
+        int ok = parse_row(line, data + stop, r, with_sums, &end, &st.memo) && end - line <= MAX_LINE_BYTES;
         if (!ok) {
             const char *nl = memchr(line, '\n', (size_t)(stop - pos));
             end = nl ? nl : data + stop;
@@ -955,7 +1044,7 @@ static PyObject *accepts(PyObject *self, PyObject *args) {
     const char *p = buf.buf;
     const char *stopped = NULL;
     int ok = buf.len <= MAX_LINE_BYTES && !memchr(p, '\n', (size_t)buf.len) &&
-             parse_row(p, p + buf.len, r, 1, &stopped) && stopped == p + buf.len;
+             parse_row(p, p + buf.len, r, 1, &stopped, NULL) && stopped == p + buf.len;
     PyMem_Free(r);
     PyBuffer_Release(&buf);
     return PyBool_FromLong(ok);
