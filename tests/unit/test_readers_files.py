@@ -99,9 +99,11 @@ def test_the_host_name_is_the_default_node(tmp_path: Path) -> None:
 # --- lines ---------------------------------------------------------------------------------------
 
 
-def collect(part: Part, plain_bytes: int = 1 << 18, zstd_bytes: int = 1 << 14) -> tuple[bytes, list[object]]:
+def collect(
+    part: Part, plain_bytes: int = 1 << 18, zstd_bytes: int = 1 << 14, **options: int
+) -> tuple[bytes, list[object]]:
     data, others = [], []
-    for item in read_part(part, plain_bytes, zstd_bytes):
+    for item in read_part(part, plain_bytes, zstd_bytes, **options):
         if isinstance(item, Lines):
             chunk = item.data[item.start : item.stop]
             assert chunk.endswith(b"\n")
@@ -173,6 +175,29 @@ def numbered(count: int) -> bytes:
 def test_a_zstd_segment_reads_like_its_plain_content(tmp_path: Path) -> None:
     data = numbered(20_000)
     assert collect(Part(zst(tmp_path / SEG1, data))) == (data, [])
+
+
+@given(
+    lengths=st.lists(st.integers(0, 90) | st.sampled_from([-1, 0, 1]).map(str), max_size=40),
+    tail=st.integers(0, 90),
+    max_line=st.integers(1, 40),
+    room=st.integers(1, 64),
+    fill=st.integers(0, 400),
+)
+def test_lines_too_long_are_found_inside_blocks_of_several_reads(
+    lengths: list[int | str], tail: int, max_line: int, room: int, fill: int
+) -> None:
+    """A block of several reads' output holds lines longer than a line may be (and longer than
+    each read's output): each is a `TooLong` in its place, every other line read whole. A length
+    given as text is that many bytes from the longest a line may be."""
+    sizes = [max_line + int(n) if isinstance(n, str) else n for n in lengths]
+    data = b"".join(b"%d" % (i % 10) * n + b"\n" for i, n in enumerate(sizes)) + b"t" * tail
+    with tempfile.TemporaryDirectory() as tmp:
+        f = zst(Path(tmp) / SEG1, data)
+        got, others = collect(Part(f), zstd_bytes=room, max_line_bytes=max_line, zstd_fill=fill)
+    kept, items = model_lines(data, max_line)
+    assert got == kept
+    assert others == items
 
 
 def test_concatenated_zstd_frames_are_all_read(tmp_path: Path) -> None:

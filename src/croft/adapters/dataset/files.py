@@ -33,8 +33,13 @@ from croft.domain.dataset.skips import JSON_WHITESPACE, MAX_LINE_BYTES, TOO_LONG
 from croft.errors import UserError
 
 PLAIN_READ_BYTES = 256 << 10  # bytes per read of a plain file (cache-sized)
-ZSTD_READ_BYTES = 16 << 10  # compressed bytes per read of a zstd file (about 200 KB out, cache-sized)
-ZSTD_BLOCK_BYTES = 1 << 20  # room for what one read decompresses to (more comes as further blocks)
+ZSTD_READ_BYTES = 16 << 10  # compressed bytes per read of a zstd file (about 200 KB out)
+ZSTD_BLOCK_BYTES = 1 << 20  # room for what one read decompresses to (more comes as further reads)
+# A reader's block of a zstd file holds what whole reads decode until it has this much (about four
+# reads): fewer, larger blocks cost a reader less per byte (fewer calls, seams and per-block set
+# additions: croft stats about 9% less CPU a segment), while what a damaged file yields stays what
+# each read decoded before the damage.
+ZSTD_FILL_BYTES = 768 << 10
 
 _SEGMENT = re.compile(r"(?P<stem>.+)-\w{16}(?:_\d{3,})?\.jsonl(?:\.zst)?")
 _DATA = (".jsonl", ".jsonl.zst")
@@ -268,18 +273,20 @@ def read_part(
     plain_bytes: int = PLAIN_READ_BYTES,
     zstd_bytes: int = ZSTD_BLOCK_BYTES,
     max_line_bytes: int = MAX_LINE_BYTES,
+    zstd_fill: int = ZSTD_FILL_BYTES,
 ) -> Iterator[Lines | TooLong | Torn | Damaged]:
     """The lines of `part`, in order, as `Lines` of about a block each (a line longer than
     `max_line_bytes` as `TooLong` in its place), then `Torn` if bytes other than whitespace
     followed the last newline, then `Damaged` if the file could not be read to its end. A block is
-    `plain_bytes` of a plain file or what one read of a zstd file decompresses to (at most
-    `zstd_bytes`); either is at most `max_line_bytes`. Time is linear in the part's size and
-    memory stays within a few blocks and one line, whatever the file holds."""
+    `plain_bytes` of a plain file (at most `max_line_bytes`) or what whole reads of a zstd file
+    decompress to, at least `zstd_fill` bytes where the file holds them (`zstd_blocks`: each read's
+    at most `zstd_bytes`). Time is linear in the part's size and memory stays within a few blocks
+    and one line, whatever the file holds."""
     if part.file.problem is not None:
         yield Damaged(part.file.problem, whole=True)
         return
     if part.file.compressed:
-        blocks = zstd_blocks(part.file.path, min(zstd_bytes, max_line_bytes))
+        blocks = zstd_blocks(part.file.path, min(zstd_bytes, max_line_bytes), zstd_fill)
     else:
         blocks = _plain_blocks(part, min(plain_bytes, max_line_bytes))
     carry: list[bytes] = []  # the start of a line that continues in the next block
@@ -308,10 +315,13 @@ def read_part(
             yield Lines(seam, 0, len(seam))
             start = first + 1
         last = block.rfind(b"\n")
-        if last + 1 > start:
-            yield Lines(block, start, last + 1)  # each line shorter than the block
+        if last - start > max_line_bytes:  # a line inside may be too long (a block of several reads)
+            yield from _within(block, start, last + 1, max_line_bytes)
+        elif last + 1 > start:
+            yield Lines(block, start, last + 1)  # no line longer than max_line_bytes
         rest = block[last + 1 :]
-        carry, carried, too_long = ([rest] if rest else []), len(rest), False
+        carried, too_long = len(rest), len(rest) > max_line_bytes
+        carry = [rest] if rest and not too_long else []
     yield from _tail(carry, too_long)
 
 
@@ -326,6 +336,24 @@ def lines_of(part: Part, skips: SkipTally) -> Iterator[Lines | Torn]:
             skips.damaged(name, item.reason, item.whole)
         else:
             yield item
+
+
+def _within(block: bytes, start: int, stop: int, max_line_bytes: int) -> Iterator[Lines | TooLong]:
+    """The whole lines `block[start:stop]` as `Lines`, each one longer than `max_line_bytes` a
+    `TooLong` in its place: a window of max_line_bytes + 1 bytes from a line's start that holds
+    a newline ends that line and every one starting before that newline within the limit."""
+    kept = at = start
+    while stop - at > max_line_bytes + 1:
+        newline = block.rfind(b"\n", at, at + max_line_bytes + 1)
+        if newline >= 0:
+            at = newline + 1
+            continue
+        if at > kept:
+            yield Lines(block, kept, at)
+        yield TooLong()
+        kept = at = block.index(b"\n", at) + 1
+    if stop > kept:
+        yield Lines(block, kept, stop)
 
 
 def _tail(carry: list[bytes], too_long: bool) -> Iterator[TooLong | Torn]:
@@ -375,21 +403,32 @@ def _range_blocks(f: BinaryIO, start: int, stop: int | None, block_bytes: int) -
         position += len(block)
 
 
-def zstd_blocks(path: Path, block_bytes: int = ZSTD_BLOCK_BYTES) -> Iterator[bytes | Damaged]:
-    """The decompressed content of the zstd file `path` (every frame), in blocks of at most
-    `block_bytes`, then `Damaged` if the file is truncated (as `zstd -t` finds: an empty file is
-    too), corrupt or unreadable; every block decoded before the damage comes first."""
+def zstd_blocks(
+    path: Path, block_bytes: int = ZSTD_BLOCK_BYTES, fill_bytes: int = 0
+) -> Iterator[bytes | Damaged]:
+    """The decompressed content of the zstd file `path` (every frame), then `Damaged` if the file
+    is truncated (as `zstd -t` finds: an empty file is too), corrupt or unreadable; everything
+    decoded before the damage comes first. Each read of the file decodes to at most `block_bytes`
+    (more comes as further reads); a block is what one read decoded or, with `fill_bytes`, what
+    reads decoded until they make that many bytes (the last block may have fewer)."""
     import zstandard  # heavy for `croft --help`; only readers need it
 
     decompressor = zstandard.ZstdDecompressor()
+    pieces: list[bytes] = []  # what the reads decoded since the last block
     try:
         with path.open("rb") as f:
             # Concatenated frames are one stream (zstd -dc reads them so too). Each read1 decodes
-            # one read of the file into a new block, with no output pieces to join; on damage,
-            # what that read decoded is lost, and everything before it was yielded.
+            # one read of the file; on damage, what that read decoded is lost, and what the reads
+            # before it decoded comes first, whatever the blocks.
             reader = decompressor.stream_reader(f, read_size=ZSTD_READ_BYTES, read_across_frames=True)
-            while block := reader.read1(block_bytes):
-                yield block
+            held = 0
+            while piece := reader.read1(block_bytes):
+                pieces.append(piece)
+                held += len(piece)
+                if held >= fill_bytes:
+                    yield b"".join(pieces)
+                    pieces, held = [], 0
+            yield from _joined(pieces)
             if f.seek(0, os.SEEK_END) == 0:
                 yield Damaged("truncated zstd data (the file is empty)")
                 return
@@ -397,8 +436,18 @@ def zstd_blocks(path: Path, block_bytes: int = ZSTD_BLOCK_BYTES) -> Iterator[byt
             if not ends_on_a_frame(f):  # the reader stops quietly where a cut frame ends
                 yield Damaged("truncated zstd data (the file ends inside a frame)")
     except zstandard.ZstdError as exc:
+        yield from _joined(pieces)
         # zstandard words its prefix differently per API ("zstd decompress error: ..."); the
         # reason after it is zstd's own.
         yield Damaged(f"corrupt zstd data ({str(exc).rpartition(': ')[2]})")
     except OSError as exc:
+        yield from _joined(pieces)
         yield Damaged(f"cannot read it ({exc.strerror or exc})")
+
+
+def _joined(pieces: list[bytes]) -> Iterator[bytes]:
+    """The pieces as one block, none when there are none; they are given up."""
+    if pieces:
+        block = b"".join(pieces)
+        pieces.clear()
+        yield block
