@@ -29,10 +29,10 @@ from croft.adapters.dataset.files import (
     split,
     work_bytes,
 )
-from croft.adapters.dataset.summaries import load_all
+from croft.adapters.dataset.summary_index import MergedDamaged, Trusted, load_trusted
 from croft.domain.dataset.containers import ContainersAccumulator
 from croft.domain.dataset.profile import ProfileAccumulator, Subject
-from croft.domain.dataset.segments import SegmentSummary
+from croft.domain.dataset.segments import ProfilePlan, SegmentSummary
 from croft.domain.dataset.skips import SkipTally
 from croft.domain.dataset.summary import FileFacts, StatsAccumulator
 
@@ -76,18 +76,43 @@ def read_stats(
     Segments with a trusted summary are answered from it (unless not `summaries`), the rest read,
     through the native fast path unless not `native` (`stats_of_part`).
     `progress(done_bytes, total_bytes)` is told after each part read."""
+    try:
+        return _read_stats(
+            path, syscalls, workers, host, inline_bytes, part_bytes, progress, summaries, native
+        )
+    except MergedDamaged:  # a damaged merged state: asked again without them
+        return _read_stats(
+            path, syscalls, workers, host, inline_bytes, part_bytes, progress, summaries, native, False
+        )
+
+
+def _read_stats(
+    path: Path,
+    syscalls: bool,
+    workers: int | None,
+    host: str | None,
+    inline_bytes: int,
+    part_bytes: int,
+    progress: Callable[[int, int], None] | None,
+    summaries: bool,
+    native: bool | None,
+    use_merged: bool = True,
+) -> tuple[FileFacts, StatsAccumulator]:
     files = find_files(path, host)
     total = StatsAccumulator(syscalls)
     rest = []
-    for f, summary in zip(files, _summaries(files, summaries, workers), strict=True):
-        if summary is None:
+    trusted = _trusted(files, summaries, workers, use_merged)
+    trusted.stats_into(total)
+    for at, (f, summary) in enumerate(zip(files, trusted.summaries, strict=True)):
+        if summary is not None:
+            summary.stats(f.node, shown(f.path), into=total)
+        elif at not in trusted.answered:
             rest.append(f)
-            continue
-        summary.stats(f.node, shown(f.path), into=total)
     rest = _remembered(rest, total, syscalls, part_bytes) if summaries else rest
     task = partial(stats_of_part, syscalls=syscalls, native=native)
     for result in _run(task, tuple(rest), workers, inline_bytes, part_bytes, progress):
         total.merge(result)
+    total.poll_counts()  # the poll times of merged states taken here, where they must be
     return file_facts(files), total
 
 
@@ -137,11 +162,40 @@ def read_profile(
     `summaries`) says it holds no row of the subject in the window is not read; the time span of
     the subject's containers in it comes from the summary, and the rows in the window of a
     container's or a cgroup's from the summary's per-poll figures where it has them."""
+    try:
+        return _read_profile(
+            path, prefix, from_ms, to_ms, workers, host, inline_bytes, part_bytes, subject, summaries
+        )
+    except MergedDamaged:  # a damaged merged state: asked again without them
+        return _read_profile(
+            path, prefix, from_ms, to_ms, workers, host, inline_bytes, part_bytes, subject, summaries, False
+        )
+
+
+def _read_profile(
+    path: Path,
+    prefix: str,
+    from_ms: int | None,
+    to_ms: int | None,
+    workers: int | None,
+    host: str | None,
+    inline_bytes: int,
+    part_bytes: int,
+    subject: Subject | None,
+    summaries: bool,
+    use_merged: bool = True,
+) -> ProfileAccumulator:
     files = find_files(path, host)
     total = ProfileAccumulator(prefix, from_ms, to_ms, subject)
     rest = []
-    for f, summary in zip(files, _summaries(files, summaries, workers), strict=True):
-        plan = None if summary is None else summary.profile_plan(total.subject, from_ms, to_ms)
+    trusted = _trusted(files, summaries, workers, use_merged)
+    plans = trusted.plans(total.subject, from_ms, to_ms)
+    for at, (f, summary) in enumerate(zip(files, trusted.summaries, strict=True)):
+        plan: ProfilePlan | None
+        if at in plans:
+            plan, summary = plans[at]
+        else:
+            plan = None if summary is None else summary.profile_plan(total.subject, from_ms, to_ms)
         if (
             summary is None
             or plan is None
@@ -193,26 +247,45 @@ def read_containers(
 ) -> tuple[FileFacts, ContainersAccumulator]:
     """Every container and host cgroup of `path` (`croft stats --containers`), skips counted;
     segments with a trusted summary (unless not `summaries`) answered from it."""
+    try:
+        return _read_containers(path, workers, host, inline_bytes, part_bytes, progress, summaries)
+    except MergedDamaged:  # a damaged merged state: asked again without them
+        return _read_containers(path, workers, host, inline_bytes, part_bytes, progress, summaries, False)
+
+
+def _read_containers(
+    path: Path,
+    workers: int | None,
+    host: str | None,
+    inline_bytes: int,
+    part_bytes: int,
+    progress: Callable[[int, int], None] | None,
+    summaries: bool,
+    use_merged: bool = True,
+) -> tuple[FileFacts, ContainersAccumulator]:
     files = find_files(path, host)
     total = ContainersAccumulator()
     rest = []
-    for f, summary in zip(files, _summaries(files, summaries, workers), strict=True):
-        if summary is None:
-            rest.append(f)
-        else:
+    trusted = _trusted(files, summaries, workers, use_merged)
+    trusted.containers_into(total)
+    for at, (f, summary) in enumerate(zip(files, trusted.summaries, strict=True)):
+        if summary is not None:
             total.merge(summary.containers(f.node, shown(f.path)))
+        elif at not in trusted.answered:
+            rest.append(f)
     for part in _run(containers_of_part, tuple(rest), workers, inline_bytes, part_bytes, progress):
         total.merge(part)
     return file_facts(files), total
 
 
-def _summaries(
-    files: tuple[DatasetFile, ...], wanted: bool, workers: int | None
-) -> list[SegmentSummary | None]:
-    """The trusted summary of each file (None: read it), or none at all unless `wanted`."""
+def _trusted(
+    files: tuple[DatasetFile, ...], wanted: bool, workers: int | None, use_merged: bool = True
+) -> Trusted:
+    """The trusted summaries of the files (`summary_index.load_trusted`), or none at all unless
+    `wanted`."""
     if not wanted:
-        return [None] * len(files)
-    return load_all(files, workers or default_workers())
+        return Trusted(files, [], [None] * len(files))
+    return load_trusted(files, workers or default_workers(), use_merged)
 
 
 def _run(

@@ -131,20 +131,34 @@ class SegmentSummary:
             pid = int(subject.value)
             tgids = self.state["stats"]["tgids"].values()
             seen = (("", 0, 0),) if any(pid in values for values in tgids) else ()
-        if not seen:
-            return ProfilePlan(scan=False)
-        first, last = self.first_ms, self.last_ms
-        outside = (
-            first is None
-            or last is None
-            or (from_ms is not None and last < from_ms)
-            or (to_ms is not None and first > to_ms)
-        )
-        if outside and subject.kind == "container":
-            return ProfilePlan(scan=False, spans=seen)
-        if subject.kind != "pid" and self.profile is not None:
-            return ProfilePlan(scan=False, groups=True)
-        return ProfilePlan(scan=True)
+        return plan_of(subject, from_ms, to_ms, seen, self.first_ms, self.last_ms, self.profile is not None)
+
+
+def plan_of(
+    subject: Subject,
+    from_ms: int | None,
+    to_ms: int | None,
+    seen: tuple[tuple[str, int, int], ...],
+    first_ms: int | None,
+    last_ms: int | None,
+    figures: bool,
+) -> ProfilePlan:
+    """`SegmentSummary.profile_plan` of a segment without skipped lines that holds the subject's
+    rows of `seen` (for a container, its ids with their first and last ms), whose rows span
+    [first_ms, last_ms] and which has per-poll figures when `figures`."""
+    if not seen:
+        return ProfilePlan(scan=False)
+    outside = (
+        first_ms is None
+        or last_ms is None
+        or (from_ms is not None and last_ms < from_ms)
+        or (to_ms is not None and first_ms > to_ms)
+    )
+    if outside and subject.kind == "container":
+        return ProfilePlan(scan=False, spans=seen)
+    if subject.kind != "pid" and figures:
+        return ProfilePlan(scan=False, groups=True)
+    return ProfilePlan(scan=True)
 
 
 @attrs.frozen
@@ -190,7 +204,7 @@ def stats_state(stats: StatsAccumulator, text_sums: bool = True) -> dict[str, An
         "rows": stats.rows,
         "first_ms": stats.first_ms,
         "last_ms": stats.last_ms,
-        "polls": {node: sorted(v) for node, v in stats.polls.items()},
+        "polls": {node: sorted(stats.settled(node)) for node in [*stats.polls, *stats.poll_blocks]},
         "tgids": {node: sorted(v) for node, v in stats.tgids.items()},
         "processes": sorted(
             stats.processes, key=lambda p: (p[0] or "", p[0] is None, p[1] or "", p[1] is None)

@@ -17,9 +17,10 @@ totals for any buffer (tests/unit/test_rowscan.py).
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections import Counter, defaultdict
-from collections.abc import Iterator, Sequence
-from itertools import chain
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import chain, pairwise
 from math import trunc
 from operator import attrgetter
 from typing import Any
@@ -98,10 +99,25 @@ class Stats:
         }
 
 
+@attrs.frozen
+class PollBlock:
+    """`count` distinct poll times of one node, from `first_ms` to `last_ms`, counted without
+    being held: `times()` gives them when they must be (`StatsAccumulator.poll_blocks`)."""
+
+    count: int
+    first_ms: int
+    last_ms: int
+    times: Callable[[], Iterable[int]] = attrs.field(eq=False)
+
+
 class StatsAccumulator:
     """Running totals for `Stats`. Polls are distinct (node, unix_ms), processes distinct
     (node, tgid), containers distinct non-null container ids over all nodes, frameworks count the
-    distinct containers seen with each framework. Syscall sums are kept only when `syscalls`."""
+    distinct containers seen with each framework. Syscall sums are kept only when `syscalls`.
+
+    A node's polls are `polls[node]` and those of its `poll_blocks[node]` (merged summaries,
+    `croft.domain.dataset.merged`): a block is counted by its count while no other poll of the
+    node falls in its span, and its times are taken into `polls` only where one does."""
 
     def __init__(self, syscalls: bool = False) -> None:
         self.syscalls = syscalls
@@ -109,6 +125,7 @@ class StatsAccumulator:
         self.first_ms: int | None = None
         self.last_ms: int | None = None
         self.polls: dict[str, set[int]] = {}
+        self.poll_blocks: dict[str, list[PollBlock]] = {}
         self.tgids: dict[str, set[int]] = {}
         self.processes: set[tuple[str | None, str | None]] = set()  # distinct (container_id, framework)
         self.workloads: Counter[str] = Counter()
@@ -187,14 +204,40 @@ class StatsAccumulator:
         for mine, theirs in ((self.polls, other.polls), (self.tgids, other.tgids)):
             for node, values in theirs.items():
                 mine.setdefault(node, set()).update(values)
+        for node, blocks in other.poll_blocks.items():
+            self.poll_blocks.setdefault(node, []).extend(blocks)
         self.processes |= other.processes
         self.workloads.update(other.workloads)
         for name, rate in other.syscall_sums.items():
             self.syscall_sums[name] += rate
         self.skips.merge(other.skips)
 
+    def poll_counts(self) -> dict[str, int]:
+        """The distinct polls of each node (with a block's, whether held or not)."""
+        counts = {node: len(times) for node, times in self.polls.items()}
+        for node, blocks in self.poll_blocks.items():
+            times = self.polls.get(node, set())
+            spans = sorted((b.first_ms, b.last_ms) for b in blocks if b.count)
+            starts = [first for first, _ in spans]
+            apart = all(a[1] < b[0] for a, b in pairwise(spans)) and not any(
+                (at := bisect_right(starts, t) - 1) >= 0 and t <= spans[at][1] for t in times
+            )
+            if apart:
+                counts[node] = len(times) + sum(b.count for b in blocks)
+            else:
+                counts[node] = len(self.settled(node))
+        return counts
+
+    def settled(self, node: str) -> set[int]:
+        """`polls[node]`, having taken in the times of the node's blocks (which it then drops)."""
+        times = self.polls.setdefault(node, set())
+        for block in self.poll_blocks.pop(node, []):
+            times.update(block.times())
+        return times
+
     def summary(self, files: FileFacts) -> Stats:
-        polls = sum(len(times) for times in self.polls.values())
+        counts = self.poll_counts()
+        polls = sum(counts.values())
         containers = {container for container, _ in self.processes if container is not None}
         frameworks = Counter(
             framework
@@ -214,7 +257,7 @@ class StatsAccumulator:
             first_ms=self.first_ms,
             last_ms=self.last_ms,
             polls=polls,
-            nodes=tuple(sorted(node for node, times in self.polls.items() if times)),
+            nodes=tuple(sorted(node for node, count in counts.items() if count)),
             containers=len(containers),
             processes=sum(len(tgids) for tgids in self.tgids.values()),
             workloads=tuple(sorted(self.workloads.items())),
