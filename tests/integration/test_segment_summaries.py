@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,12 +26,14 @@ from tests.helpers.rows import T0_MS, make_row
 from croft.adapters.dataset.compressor import compress_segment
 from croft.adapters.dataset.files import find_files
 from croft.adapters.dataset.scan import read_containers, read_profile, read_stats
-from croft.adapters.dataset.summaries import index, load, load_all
+from croft.adapters.dataset.summaries import _live, _memory, index, load, load_all, remembered_checks
+from croft.adapters.dataset.summary_index import FOLDER, load_trusted
 from croft.domain.dataset import codec
 from croft.domain.dataset.profile import Subject
 from croft.domain.dataset.rotation import Naming, SegmentName
 from croft.domain.dataset.row import CgroupUsage, SyscallRate
 from croft.domain.dataset.segments import FOOTER_BYTES, FOOTER_MAGIC, SKIPPABLE_MAGIC, decode, frame_start
+from croft.domain.dataset.summary import StatsAccumulator
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMING = Naming.for_live("croft-dataset.jsonl")
@@ -369,3 +372,131 @@ def test_croft_index_rewrites_a_version_2_summary_as_this_version(tmp_path: Path
     assert f.path.read_bytes() == v3  # the data kept, the old summary replaced, not stacked
     assert f.path.stat().st_mtime_ns == 2_000_000_000
     assert index(tmp_path).present == 1
+
+
+def answers(root: Path, summaries: bool) -> tuple[Any, ...]:
+    """Every answer the property tests compare: stats (with containers) and each subject's profile
+    over each window."""
+    profiles = [
+        profile_answer(root, subject, window, summaries) for subject in SUBJECTS for window in WINDOWS
+    ]
+    return stats_answer(root, summaries), profiles
+
+
+def remembered(now_ns: int, cache: Path, root: Path) -> tuple[Any, ...]:
+    """`answers(root, True)` as the croft commands ask: checks remembered in `cache` as of `now_ns`."""
+    remembered_checks(now_ns, cache / "trusted-summaries.json")
+    try:
+        return answers(root, True)
+    finally:
+        _memory.clear()
+        _live.clear()
+
+
+def live_rows(hours: list[int]) -> bytes:
+    """A live file's rows in those hours, at the very poll times the segments' rows may have."""
+    return b"".join(
+        orjson.dumps(codec.row_to_dict(make_row(1 + n % 3, T0_MS + hour * HOUR + n * 2000))) + b"\n"
+        for hour in hours
+        for n in range(3)
+    )
+
+
+def damage_in_place(path: Path) -> None:
+    """Flip a byte of `path`'s data, keeping its size and mtime: only its ctime tells."""
+    facts = path.stat()
+    whole = path.read_bytes()
+    at = 12  # in the data frame
+    path.write_bytes(whole[:at] + bytes([whole[at] ^ 0x40]) + whole[at + 1 :])
+    os.utime(path, ns=(facts.st_atime_ns, facts.st_mtime_ns))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    spec=datasets(),
+    live=st.lists(st.integers(0, 4), max_size=2),
+    damage_later=st.booleans(),
+    corrupt=st.booleans(),
+)
+def test_answers_from_merged_summaries_equal_a_full_scan(
+    scratch: Path,
+    spec: dict[str, list[tuple[int, bytes, str]]],
+    live: list[int],
+    damage_later: bool,
+    corrupt: bool,
+) -> None:
+    """With the memories on, asked once (each directory's merged summaries written), again (read),
+    and again after a segment was damaged in place or a merged state's bytes were: the answers
+    equal a full scan's. The live files' polls may be the segments' own."""
+    root, cache = scratch / "merged", scratch / "merged-cache"
+    for old in (root, cache):
+        shutil.rmtree(old, ignore_errors=True)
+    root.mkdir()
+    write(root, spec)
+    for node in spec:
+        if live:
+            (root / node / NAMING.live).write_bytes(live_rows(live))
+    now_ns = time.time_ns() + 10 * 1_000_000_000  # every file written over 2 s before
+    full = answers(root, False)
+    assert remembered(now_ns, cache, root) == full
+    assert remembered(now_ns, cache, root) == full
+    if corrupt:
+        for merged in (cache / FOLDER).glob("*"):
+            whole = merged.read_bytes()
+            merged.write_bytes(whole[:-1] + bytes([whole[-1] ^ 0x01]))
+    if damage_later:
+        damage_in_place(next((root / next(iter(spec))).glob("*.zst")))
+        full = answers(root, False)
+    assert remembered(now_ns, cache, root) == full
+
+
+def test_merged_summaries_answer_for_a_directory_only_while_its_segments_are_unchanged(
+    tmp_path: Path,
+) -> None:
+    """A directory's segments, once checked, are answered by its merged state (none read on its
+    own); one changed since (its ctime) makes it ignored and written anew; a merged state of
+    another directory is never the answer, nor one from before a segment was replaced by another
+    file of the same name, size and mtime."""
+    root, cache = tmp_path / "data", tmp_path / "cache"
+    root.mkdir()
+    write(root, {"n1": [(hour, window_segment(hour), "none") for hour in range(3)]})
+    now_ns = time.time_ns() + 10 * 1_000_000_000
+    remembered_checks(now_ns, cache / "trusted-summaries.json")
+    try:
+        full = read_stats(root, syscalls=True, workers=1, summaries=False)[1].summary(find_files(root))
+        files = find_files(root)
+        first = load_trusted(files, 1)
+        assert not first.merged and all(s is not None for s in first.summaries)
+        again = load_trusted(files, 1)
+        assert len(again.merged) == 1 and again.answered == {0, 1, 2}
+        assert again.summaries == [None, None, None]
+        acc = StatsAccumulator(syscalls=True)
+        again.stats_into(acc)
+        assert acc.summary(find_files(root)) == full
+        # another directory with the same segments (copies, other inodes) has its own
+        shutil.copytree(root, tmp_path / "copy", copy_function=shutil.copy2)
+        copied = load_trusted(find_files(tmp_path / "copy"), 1)
+        assert not copied.merged and all(s is not None for s in copied.summaries)
+        # a segment replaced by another file (same name, size and mtime: another inode)
+        victim = files[1].path
+        facts = victim.stat()
+        replacement = victim.with_name(".replacement")
+        replacement.write_bytes(victim.read_bytes())
+        os.utime(replacement, ns=(facts.st_atime_ns, facts.st_mtime_ns))
+        replacement.replace(victim)
+        replaced = load_trusted(find_files(root), 1)
+        assert not replaced.merged and replaced.summaries[1] is not None
+        # damaged in place: its own summary no longer trusted, the merged state not used
+        damage_in_place(files[2].path)
+        damaged = load_trusted(find_files(root), 1)
+        assert not damaged.merged and damaged.summaries[2] is None
+    finally:
+        _memory.clear()
+        _live.clear()
+
+
+def window_segment(hour: int) -> bytes:
+    return b"".join(
+        orjson.dumps(codec.row_to_dict(make_row(1 + n % 4, T0_MS + hour * HOUR + n * 2000))) + b"\n"
+        for n in range(20)
+    )

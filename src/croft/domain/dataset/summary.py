@@ -215,7 +215,7 @@ class StatsAccumulator:
     def poll_counts(self) -> dict[str, int]:
         """The distinct polls of each node (with a block's, whether held or not)."""
         counts = {node: len(times) for node, times in self.polls.items()}
-        for node, blocks in self.poll_blocks.items():
+        for node, blocks in list(self.poll_blocks.items()):
             times = self.polls.get(node, set())
             spans = sorted((b.first_ms, b.last_ms) for b in blocks if b.count)
             starts = [first for first, _ in spans]
