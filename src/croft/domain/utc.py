@@ -26,10 +26,13 @@ def stamp(unix_ms: int) -> str:
     return f"{t.year:04d}{t.month:02d}{t.day:02d}T{t.hour:02d}{t.minute:02d}{t.second:02d}Z"
 
 
+_STAMP = re.compile(r"(\d{4})(\d\d)(\d\d)T(\d\d)(\d\d)(\d\d)Z")
+
+
 def parse_stamp(text: str) -> int | None:
     """The unix ms of a `%Y%m%dT%H%M%SZ` stamp, or None when it is not a real UTC second from 1970 on
     (31 February, 24:00:00, 1969)."""
-    match = re.fullmatch(r"(\d{4})(\d\d)(\d\d)T(\d\d)(\d\d)(\d\d)Z", text)
+    match = _STAMP.fullmatch(text)
     if match is None:
         return None
     year, month, day, hour, minute, second = (int(part) for part in match.groups())

@@ -55,6 +55,8 @@ class DatasetFile:
     size_bytes: int
     problem: str | None = None  # why it cannot be read at all (a FIFO, a node directory not listable)
     segment: bool = False  # a closed segment, not a live file
+    # device, inode, size, mtime and ctime (ns) when it was listed; None: not taken
+    facts: tuple[int, int, int, int, int] | None = attrs.field(default=None, eq=False, repr=False)
 
 
 @attrs.frozen
@@ -150,6 +152,10 @@ def _kind_of(path: Path) -> str:
         if exc.errno == errno.ENOTDIR:
             return "missing"
         return f"cannot be reached ({exc.strerror or exc})"
+    return _mode_kind(mode)
+
+
+def _mode_kind(mode: int) -> str:
     if stat.S_ISDIR(mode):
         return "directory"
     if stat.S_ISREG(mode):
@@ -204,28 +210,46 @@ def _files_in(directory: Path, node: str, stem: str | None = None) -> tuple[Data
     except OSError as exc:
         return f"cannot list its files ({exc.strerror or exc})"
     keyed: dict[tuple[str, int, str], DatasetFile] = {}
+    namings: dict[str, Naming] = {}
     for entry in entries:
         name = entry.name
         if name.startswith(".") or not name.endswith(_DATA):
             continue
-        kind = _kind_of(Path(entry.path))
+        path = directory / name
+        try:
+            facts = (
+                path.stat()
+            )  # one stat: the kind, the size, and the identity the summaries' memories key on
+        except OSError:
+            facts = None
+        kind = _kind_of(path) if facts is None else _mode_kind(facts.st_mode)
         if kind == "missing":  # gone since the listing (retention, a rename into place)
             continue
         match = _SEGMENT.fullmatch(name)
-        segment = match is not None and Naming(match["stem"]).parse(name) is not None
+        if match is not None:
+            naming = namings.get(match["stem"]) or namings.setdefault(match["stem"], Naming(match["stem"]))
+        segment = match is not None and naming.parse(name) is not None
         own_stem = match["stem"] if match is not None and segment else name.split(".jsonl")[0]
         if stem is not None and own_stem != stem:
             continue
         key = (own_stem, 0 if segment else 1, name.removesuffix(".zst"))
         if key in keyed and name.endswith(".zst"):
             continue
-        path = Path(entry.path)
-        if kind == "file":
+        compressed = name.endswith(".zst")
+        if kind == "file" and facts is not None:
+            keyed[key] = DatasetFile(
+                path, node, compressed, facts.st_size, segment=segment, facts=_identity(facts)
+            )
+        elif kind == "file":
             keyed[key] = attrs.evolve(_file(path, node), segment=segment)
         else:
             problem = "it is a directory, not a dataset file" if kind == "directory" else f"it {kind}"
-            keyed[key] = DatasetFile(path, node, name.endswith(".zst"), 0, problem=problem)
+            keyed[key] = DatasetFile(path, node, compressed, 0, problem=problem)
     return tuple(keyed[key] for key in sorted(keyed))
+
+
+def _identity(facts: os.stat_result) -> tuple[int, int, int, int, int]:
+    return (facts.st_dev, facts.st_ino, facts.st_size, facts.st_mtime_ns, facts.st_ctime_ns)
 
 
 def split(files: tuple[DatasetFile, ...], part_bytes: int) -> tuple[Part, ...]:

@@ -197,10 +197,9 @@ def _read_profile(
         else:
             plan = None if summary is None else summary.profile_plan(total.subject, from_ms, to_ms)
         if (
-            summary is None
-            or plan is None
+            plan is None  # no trusted summary
             or plan.scan
-            or (plan.groups and not _from_groups(f, summary, total))
+            or (plan.groups and (summary is None or not _from_groups(f, summary, total)))
         ):
             rest.append(f)
             continue

@@ -154,16 +154,24 @@ class CheckMemory:
     def __init__(self, path: Path, now_ns: int) -> None:
         self.path = path
         self.now_ns = now_ns  # before any check of this process began
-        self.passed: dict[tuple[int, ...], int] = {}
+        self._passed: dict[tuple[int, ...], int] | None = None
         self.added = False
-        try:
-            import orjson
 
-            for entry in orjson.loads(path.read_bytes()):
-                *key, at = entry
-                self.passed[tuple(int(k) for k in key)] = int(at)
-        except (OSError, ValueError, TypeError):
-            self.passed = {}  # none yet, or unreadable: every file is checked
+    @property
+    def passed(self) -> dict[tuple[int, ...], int]:
+        """The checks that passed, by key: read from the file when first asked for (a dataset
+        whose segments the merged summaries answer never asks)."""
+        if self._passed is None:
+            self._passed = {}
+            try:
+                import orjson
+
+                for entry in orjson.loads(self.path.read_bytes()):
+                    *key, at = entry
+                    self._passed[tuple(int(k) for k in key)] = int(at)
+            except (OSError, ValueError, TypeError):
+                self._passed = {}  # none yet, or unreadable: every file is checked
+        return self._passed
 
     @staticmethod
     def key(path: Path, summary: SegmentSummary) -> tuple[int, ...] | None:

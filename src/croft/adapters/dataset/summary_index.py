@@ -32,6 +32,7 @@ from croft.adapters.dataset.files import DatasetFile, shown
 from croft.adapters.dataset.summaries import CheckMemory, _memory, load_all, replace_quietly
 from croft.domain.dataset.containers import ContainersAccumulator
 from croft.domain.dataset.merged import (
+    WHERE,
     add_profile,
     containers_section,
     empty_profile,
@@ -47,7 +48,7 @@ from croft.domain.dataset.summary import StatsAccumulator
 
 FOLDER = "merged-summaries"
 VERSION = 1
-SECTIONS = ("stats", "polls", "containers", "profile")
+SECTIONS = ("stats", "polls", "containers", "profile", "containers-at", "cgroups-at", "tgids-at")
 
 Facts = tuple[int, int, int, int, int]  # device, inode, size, mtime ns, ctime ns
 
@@ -135,13 +136,15 @@ class Trusted:
 
     def plans(
         self, subject: Subject, from_ms: int | None, to_ms: int | None
-    ) -> dict[int, tuple[ProfilePlan, SegmentSummary]]:
-        """By position in the files, each answered segment's profile plan and a summary naming its
-        data and per-poll figures."""
-        found: dict[int, tuple[ProfilePlan, SegmentSummary]] = {}
+    ) -> dict[int, tuple[ProfilePlan, SegmentSummary | None]]:
+        """By position in the files, each answered segment's profile plan and, where it reads
+        the per-poll figures, a summary naming its data and figures."""
+        found: dict[int, tuple[ProfilePlan, SegmentSummary | None]] = {}
+        where = WHERE[subject.kind]
         with _shape(self.merged):
             for m in self.merged:
-                plans = profile_plans(m.section("profile"), subject, from_ms, to_ms)
+                section = {"segments": m.section("profile"), where: m.section(f"{where}-at")}
+                plans = profile_plans(section, subject, from_ms, to_ms)
                 found.update(zip(m.positions, plans, strict=True))
         return found
 
@@ -168,7 +171,7 @@ def load_trusted(files: Sequence[DatasetFile], workers: int, use_merged: bool = 
     for at, f in enumerate(files):
         if f.compressed and f.problem is None:
             groups.setdefault((f.path.parent, f.node), []).append(at)
-    facts = {at: _facts(files[at].path) for ats in groups.values() for at in ats}
+    facts = {at: files[at].facts or _facts(files[at].path) for ats in groups.values() for at in ats}
     merged: list[Merged] = []
     wanted: list[tuple[Path | None, Merged | None, str, list[int]]] = []
     for (directory, node), ats in groups.items():
@@ -237,7 +240,8 @@ def _write(
         try:
             merge_stats(base.section("stats"), stats, base.times)
             merge_containers(base.section("containers"), containers)
-            profile = base.section("profile")
+            profile = {"segments": base.section("profile")}
+            profile.update((name, base.section(f"{name}-at")) for name in WHERE.values())
             records = list(base.header["segments"])
         except (MergedDamaged, KeyError, TypeError, ValueError, AttributeError):
             base, stats, containers = None, StatsAccumulator(syscalls=True), ContainersAccumulator()
@@ -249,7 +253,11 @@ def _write(
         add_profile(profile, summary)
         records.append([f.path.name, *facts, dict(summary.state["skips"])])
     state, polls = stats_section(stats)
-    sections = [orjson.dumps(section) for section in (state, polls, containers_section(containers), profile)]
+    at = [profile[name] for name in WHERE.values()]
+    sections = [
+        orjson.dumps(section)
+        for section in (state, polls, containers_section(containers), profile["segments"], *at)
+    ]
     header = {
         "version": VERSION,
         "node": node,

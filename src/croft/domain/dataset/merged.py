@@ -109,6 +109,13 @@ def merge_containers(section: list[list[Any]], into: ContainersAccumulator) -> N
     into.merge(merged)
 
 
+WHERE = {
+    "container": "containers",
+    "cgroup": "cgroups",
+    "pid": "tgids",
+}  # the "profile" maps, by subject kind
+
+
 def empty_profile() -> dict[str, Any]:
     return {"segments": [], "containers": {}, "cgroups": {}, "tgids": {}}
 
@@ -141,10 +148,11 @@ def add_profile(section: dict[str, Any], summary: SegmentSummary) -> None:
 
 def profile_plans(
     section: dict[str, Any], subject: Subject, from_ms: int | None, to_ms: int | None
-) -> list[tuple[ProfilePlan, SegmentSummary]]:
-    """By position, each segment's `SegmentSummary.profile_plan` for `subject` over the window (of
-    every segment), with a summary that names its data and per-poll figures
-    (what `croft.adapters.dataset.summaries.read_index` and `read_group` read)."""
+) -> list[tuple[ProfilePlan, SegmentSummary | None]]:
+    """By position, each segment's `SegmentSummary.profile_plan` for `subject` over the window,
+    with, where the plan reads its per-poll figures, a summary that names its data and figures
+    (what `croft.adapters.dataset.summaries.read_index` and `read_group` read). `section` needs
+    only the map of the subject's kind (`WHERE`)."""
     segments = section["segments"]
     seen: list[list[tuple[str, int, int]]] = [[] for _ in segments]
     if subject.kind == "container":
@@ -157,12 +165,15 @@ def profile_plans(
         places = section["cgroups" if subject.kind == "cgroup" else "tgids"].get(value, [])
         for at in places:
             seen[at].append(("", 0, 0))
-    plans = []
+    plans: list[tuple[ProfilePlan, SegmentSummary | None]] = []
+    nothing = ProfilePlan(scan=False)
     for (data_bytes, crc32, first_ms, last_ms, figures, skipped), held in zip(segments, seen, strict=True):
-        plan = (
-            ProfilePlan(scan=True)  # a skipped line may mention the subject: read it
-            if skipped
-            else plan_of(subject, from_ms, to_ms, tuple(held), first_ms, last_ms, figures is not None)
-        )
-        plans.append((plan, SegmentSummary(data_bytes, crc32, {"profile": figures})))
+        if skipped:
+            plans.append((ProfilePlan(scan=True), None))  # a skipped line may mention the subject: read it
+            continue
+        if not held:
+            plans.append((nothing, None))
+            continue
+        plan = plan_of(subject, from_ms, to_ms, tuple(held), first_ms, last_ms, figures is not None)
+        plans.append((plan, SegmentSummary(data_bytes, crc32, {"profile": figures}) if plan.groups else None))
     return plans

@@ -5,6 +5,7 @@ imports only these."""
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 
@@ -53,9 +54,7 @@ class Naming:
     def parse(self, file_name: str) -> tuple[SegmentName, str] | None:
         """(segment, kind) for one of this dataset's segment files, kind being "plain",
         "compressed" or "temporary"; None for the live file and for anything else."""
-        match = re.fullmatch(
-            rf"(\.?){re.escape(self.stem)}-(\w{{16}})(?:_(\d{{3,}}))?\.jsonl(\.zst(?:\.tmp)?)?", file_name
-        )
+        match = _pattern(self.stem).fullmatch(file_name)
         if match is None:
             return None
         dot, when, clash, ext = match.groups()
@@ -65,6 +64,12 @@ class Naming:
         if start_ms is None or found is None or (clash is not None and int(clash) == 0):
             return None
         return SegmentName(start_ms, int(clash or 0)), found
+
+
+@functools.lru_cache(maxsize=64)
+def _pattern(stem: str) -> re.Pattern[str]:
+    """The names `Naming(stem).parse` reads (compiled once per stem: a dataset lists many)."""
+    return re.compile(rf"(\.?){re.escape(stem)}-(\w{{16}})(?:_(\d{{3,}}))?\.jsonl(\.zst(?:\.tmp)?)?")
 
 
 def next_name(start_ms: int, taken: Iterable[SegmentName]) -> SegmentName:
