@@ -14,9 +14,10 @@ first segments of each node (symbolic links) with the same live file. Each timin
 it. The goals: profile <= 0.1 x grep, stats --json <= 0.05 x DuckDB, flat from 12 to
 48 segments, reader memory < 300 MB.
 
-croft remembers the summaries' trust checks that passed (CROFT_CACHE_DIR, here a fresh temporary
-folder), so a repeated question reads no segment's bytes again: the best of --repeat is such a run.
-The "first read" lines time croft with that memory emptied before each run: every segment checked.
+croft remembers the summaries' trust checks that passed and each directory's merged summaries
+(CROFT_CACHE_DIR, here a fresh temporary folder), so a repeated question reads no segment's bytes
+again: the best of --repeat is such a run. The "first read" lines time croft with that memory
+emptied before each run: every segment checked, and the merged summaries written.
 
 croft's modules are compiled to bytecode first, as `pip install` leaves an installed croft: with
 PYTHONDONTWRITEBYTECODE set (as on the shared development host) an editable install would compile
