@@ -20,6 +20,7 @@ lines, each section's size and CRC-32), then the sections (JSON), each decoded o
 
 from __future__ import annotations
 
+import os
 import zlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -47,6 +48,7 @@ from croft.domain.dataset.segments import ProfilePlan, SegmentSummary
 from croft.domain.dataset.summary import StatsAccumulator
 
 FOLDER = "merged-summaries"
+LIMIT = 256  # merged states kept, the newest
 VERSION = 1
 SECTIONS = ("stats", "polls", "containers", "profile", "containers-at", "cgroups-at", "tgids-at")
 
@@ -265,3 +267,14 @@ def _write(
         "sections": [[name, len(raw), zlib.crc32(raw)] for name, raw in zip(SECTIONS, sections, strict=True)],
     }
     replace_quietly(path, orjson.dumps(header) + b"\n" + b"".join(sections))
+    _prune(path.parent)
+
+
+def _prune(folder: Path) -> None:
+    """Keep the `LIMIT` newest merged states (directories long gone leave theirs behind)."""
+    try:
+        entries = [(e.stat().st_mtime_ns, e.path) for e in os.scandir(folder)]
+        for _, old in sorted(entries)[: max(len(entries) - LIMIT, 0)]:
+            Path(old).unlink(missing_ok=True)
+    except OSError:
+        pass  # only a memory
