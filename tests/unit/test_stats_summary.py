@@ -3,6 +3,7 @@ and skip reports are one sentence a line."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import random
@@ -16,6 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from croft.domain.dataset import codec
+from croft.domain.dataset.merged import merge_stats, stats_section, times_of
 from croft.domain.dataset.row import Row, SyscallRate
 from croft.domain.dataset.skips import NOT_A_ROW, NOT_JSON, TORN, SkipTally
 from croft.domain.dataset.summary import BUSIEST_SYSCALLS, SUM_UNIT_BITS, FileFacts, Stats, StatsAccumulator
@@ -291,3 +293,54 @@ def test_a_mean_beyond_a_double_is_infinite_and_null_in_json() -> None:
     assert orjson.loads(orjson.dumps(summary.to_json()))["busiest_syscalls"] == [
         {"name": "read", "mean_per_s": None}
     ]
+
+
+@given(batches, st.randoms(use_true_random=False))
+def test_merged_states_answer_as_the_accumulators_they_were_made_from(
+    parts: list[tuple[str, list[Row]]], rng: random.Random
+) -> None:
+    """Accumulators merged in any grouping, some of them through their merged state's JSON
+    (`croft.domain.dataset.merged`: polls counted, held only where another poll falls among them),
+    give the same summary as one accumulator of every row."""
+    whole = StatsAccumulator(syscalls=True)
+    for node, rows in parts:
+        whole.add(node, views_of(rows))
+    merged = StatsAccumulator(syscalls=True)
+    shuffled = parts[:]
+    rng.shuffle(shuffled)
+    for node, rows in shuffled:
+        one = StatsAccumulator(syscalls=True)
+        one.add(node, views_of(rows))
+        if rng.random() < 0.5:
+            merged.merge(one)
+            continue
+        state, polls = (orjson.loads(orjson.dumps(section)) for section in stats_section(one))
+        merge_stats(state, merged, functools.partial(times_of, polls))
+    assert merged.summary(FACTS) == whole.summary(FACTS)
+    assert merged.syscall_sums == whole.syscall_sums
+
+
+def test_a_merged_states_polls_are_held_only_where_another_poll_falls_among_them() -> None:
+    asked: list[str] = []
+
+    def times(node: str) -> list[int]:
+        asked.append(node)
+        return [1000, 3000, 5000]
+
+    section = {
+        "rows": 3,
+        "first_ms": 1000,
+        "last_ms": 5000,
+        "polls": {"a": [3, 1000, 5000]},
+        "tgids": {"a": [1]},
+        "processes": [[None, None]],
+        "workloads": {"no-gpu": 3},
+        "syscalls": {},
+    }
+    acc = StatsAccumulator(syscalls=True)
+    merge_stats(section, acc, times)
+    acc.polls["a"].update({500, 7000})  # a live file's polls, before and after
+    assert acc.summary(FACTS).polls == 5 and asked == []
+    acc.polls["a"].update({3000, 4000})  # one of its own, and one between two of them
+    assert acc.summary(FACTS).polls == 6 and asked == ["a"]
+    assert acc.polls["a"] == {500, 1000, 3000, 4000, 5000, 7000} and not acc.poll_blocks
