@@ -25,6 +25,7 @@ BPF_HASH(syscall_counts, struct syscall_key, u64, 1024);
 BPF_HASH(ioctl_counts, struct ioctl_key, struct ioctl_value, 1024);
 BPF_PERCPU_ARRAY(syscalls_dropped, u64, 1);
 static __always_inline int croft_watched(u32 tgid, u64 *group) { return 1; }  // net.c calls it
+static __always_inline u32 croft_drain_parity(void) { return 0; }  // net.c and ingress.c call it
 RAW_TRACEPOINT_PROBE(sys_enter) {
     struct syscall_key key = {.tgid = bpf_get_current_pid_tgid() >> 32, .nr = (u32)ctx->args[1]};
     u64 *count = syscall_counts.lookup(&key);

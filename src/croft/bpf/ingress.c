@@ -14,7 +14,7 @@
 // addresses at the ports it listens on. An IPv4-mapped IPv6 address is kept as IPv6 here and
 // mapped in user space.
 //
-// User space drains endpoint_counts once per poll; an update that finds the map full counts in
+// User space drains endpoint_counts once per poll (the even or the odd map by turns); an update that finds the map full counts in
 // ingress_dropped.
 #include <linux/socket.h>
 
@@ -39,12 +39,18 @@ struct endpoint_value {
     u64 connections;
 };
 
-BPF_HASH(endpoint_counts, struct endpoint_key, struct endpoint_value, CROFT_ENDPOINT_ENTRIES);
+// Even and odd by bpf/syscalls.c's drain parity (see there; this file comes after it in the module).
+BPF_HASH(endpoint_counts_even, struct endpoint_key, struct endpoint_value, CROFT_ENDPOINT_ENTRIES);
+BPF_HASH(endpoint_counts_odd, struct endpoint_key, struct endpoint_value, CROFT_ENDPOINT_ENTRIES);
 BPF_PERCPU_ARRAY(ingress_dropped, u64, 1);
 
 static __always_inline struct endpoint_value *endpoint_value(struct endpoint_key *key) {
     struct endpoint_value zero = {};
-    struct endpoint_value *value = endpoint_counts.lookup_or_try_init(key, &zero);
+    struct endpoint_value *value;
+    if (croft_drain_parity())
+        value = endpoint_counts_odd.lookup_or_try_init(key, &zero);
+    else
+        value = endpoint_counts_even.lookup_or_try_init(key, &zero);
     if (!value) {
         u32 slot = 0;
         u64 *dropped = ingress_dropped.lookup(&slot);

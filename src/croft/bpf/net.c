@@ -6,7 +6,7 @@
 // own trace output does.
 //
 // Only processes croft writes are counted (croft_watched, from syscalls.c, which comes first in the
-// module). User space drains net_bytes once per poll; an update that finds the map full counts in
+// module). User space drains net_bytes once per poll (the even or the odd map by turns); an update that finds the map full counts in
 // net_dropped.
 #include <linux/socket.h>
 
@@ -22,7 +22,9 @@ struct net_key {
     u32 direction;  // CROFT_NET_RX or CROFT_NET_TX
 };
 
-BPF_HASH(net_bytes, struct net_key, u64, CROFT_NET_ENTRIES);
+// Even and odd by bpf/syscalls.c's drain parity (see there).
+BPF_HASH(net_bytes_even, struct net_key, u64, CROFT_NET_ENTRIES);
+BPF_HASH(net_bytes_odd, struct net_key, u64, CROFT_NET_ENTRIES);
 BPF_PERCPU_ARRAY(net_dropped, u64, 1);
 
 static __always_inline void add_net_bytes(u32 direction, int bytes) {
@@ -32,7 +34,8 @@ static __always_inline void add_net_bytes(u32 direction, int bytes) {
         return;
     struct net_key key = {.tgid = tgid, .direction = direction};
     u64 zero = 0;
-    u64 *total = net_bytes.lookup_or_try_init(&key, &zero);
+    u64 *total = croft_drain_parity() ? net_bytes_odd.lookup_or_try_init(&key, &zero)
+                                      : net_bytes_even.lookup_or_try_init(&key, &zero);
     if (total) {
         __sync_fetch_and_add(total, (u64)bytes);
         return;

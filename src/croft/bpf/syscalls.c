@@ -33,7 +33,14 @@
 // is decided in user space, through /proc/<tgid>/fd/<fd>).
 //
 // User space drains the maps once per poll with BPF_MAP_LOOKUP_AND_DELETE_BATCH, so every count is
-// "since the previous poll". A count that finds syscall_counts full goes to syscall_overflow under
+// "since the previous poll". The drained maps come in pairs, even and odd, by the drain parity in
+// watch_generation[CROFT_PARITY]: a program (this file's, bpf/net.c's, bpf/ingress.c's) reads it
+// once per run and counts into the maps of that parity. Each poll user space flips the parity, waits
+// for every program run that may have read the old one (membarrier(MEMBARRIER_CMD_GLOBAL), a
+// synchronize_rcu(); tracepoint programs run under rcu_read_lock), then drains the old parity's maps,
+// which nothing writes any more. Draining the map being written would lose an increment: the batch
+// copies and deletes an element under its bucket lock, but a program holding the element's pointer
+// from lookup_or_try_init can still add to it after the copy. A count that finds syscall_counts full goes to syscall_overflow under
 // tgid 0 (the container's rate keeps it, the process's row does not); one that finds both full is
 // dropped and counted in syscalls_dropped, slot CROFT_DROP_SYSCALL (CROFT_DROP_IOCTL and
 // CROFT_DROP_TGID for the other maps; CROFT_SPILLED counts what went to syscall_overflow).
@@ -100,13 +107,18 @@ struct cgroup_verdict {
     u32 watched;
 };
 
-BPF_HASH(syscall_counts, struct syscall_key, u64, CROFT_SYSCALL_ENTRIES);
-BPF_HASH(syscall_overflow, struct syscall_key, u64, CROFT_OVERFLOW_ENTRIES);
-BPF_HASH(ioctl_counts, struct ioctl_key, struct ioctl_value, CROFT_IOCTL_ENTRIES);
+BPF_HASH(syscall_counts_even, struct syscall_key, u64, CROFT_SYSCALL_ENTRIES);
+BPF_HASH(syscall_counts_odd, struct syscall_key, u64, CROFT_SYSCALL_ENTRIES);
+BPF_HASH(syscall_overflow_even, struct syscall_key, u64, CROFT_OVERFLOW_ENTRIES);
+BPF_HASH(syscall_overflow_odd, struct syscall_key, u64, CROFT_OVERFLOW_ENTRIES);
+BPF_HASH(ioctl_counts_even, struct ioctl_key, struct ioctl_value, CROFT_IOCTL_ENTRIES);
+BPF_HASH(ioctl_counts_odd, struct ioctl_key, struct ioctl_value, CROFT_IOCTL_ENTRIES);
 BPF_HASH(watched_cgroups, u64, u32, CROFT_CGROUP_ROOTS);
 BPF_HASH(watched_tgids, u32, u32, CROFT_TGID_ENTRIES);
 BPF_TABLE("lru_hash", u64, struct cgroup_verdict, cgroup_verdicts, CROFT_VERDICT_ENTRIES);
-BPF_ARRAY(watch_generation, u32, 2);
+// [0], [1]: the verdicts' generations (above); [CROFT_PARITY]: the drain parity, set by user space.
+BPF_ARRAY(watch_generation, u32, 3);
+#define CROFT_PARITY 2
 struct task_verdicts {
     struct task_verdict slot[2];
     u32 older;  // the slot the next verdict made replaces
@@ -120,6 +132,13 @@ static __always_inline void syscalls_count_dropped(u32 slot) {
     u64 *dropped = syscalls_dropped.lookup(&slot);
     if (dropped)
         *dropped += 1;
+}
+
+// The parity of the maps this program run counts into: read once per run (see the top of this file).
+static __always_inline u32 croft_drain_parity(void) {
+    u32 slot = CROFT_PARITY;
+    u32 *parity = watch_generation.lookup(&slot);
+    return parity ? *parity & 1 : 0;
 }
 
 static __always_inline u32 croft_cgroup_watched(u64 cgroup) {
@@ -217,13 +236,14 @@ static __always_inline void verdicts_stale(void) {
         __sync_fetch_and_add(tasks, 1);
 }
 
-static __always_inline void count_ioctl(u32 tgid, struct pt_regs *regs) {
+static __always_inline void count_ioctl(u32 parity, u32 tgid, struct pt_regs *regs) {
     u64 fd = 0;
     // The first syscall argument: on x86-64 in %rdi of the user registers saved at entry.
     bpf_probe_read_kernel(&fd, sizeof(fd), &PT_REGS_PARM1(regs));
     struct ioctl_key key = {.tgid = tgid, .fd = (u32)fd};
     struct ioctl_value zero = {};
-    struct ioctl_value *value = ioctl_counts.lookup_or_try_init(&key, &zero);
+    struct ioctl_value *value = parity ? ioctl_counts_odd.lookup_or_try_init(&key, &zero)
+                                       : ioctl_counts_even.lookup_or_try_init(&key, &zero);
     if (!value) {
         syscalls_count_dropped(CROFT_DROP_IOCTL);
         return;
@@ -232,24 +252,38 @@ static __always_inline void count_ioctl(u32 tgid, struct pt_regs *regs) {
     value->last_ns = bpf_ktime_get_ns();
 }
 
+static __always_inline u64 *syscall_count(u32 parity, struct syscall_key *key) {
+    u64 zero = 0;
+    if (parity)
+        return syscall_counts_odd.lookup_or_try_init(key, &zero);
+    return syscall_counts_even.lookup_or_try_init(key, &zero);
+}
+
+static __always_inline u64 *syscall_spill(u32 parity, struct syscall_key *key) {
+    u64 zero = 0;
+    if (parity)
+        return syscall_overflow_odd.lookup_or_try_init(key, &zero);
+    return syscall_overflow_even.lookup_or_try_init(key, &zero);
+}
+
 RAW_TRACEPOINT_PROBE(sys_enter) {
+    u32 parity = croft_drain_parity();
     u64 pid_tgid = bpf_get_current_pid_tgid();
     u32 tgid = pid_tgid >> 32;
     long nr = (long)ctx->args[1];
     if (nr == __NR_ioctl)
-        count_ioctl(tgid, (struct pt_regs *)ctx->args[0]);
+        count_ioctl(parity, tgid, (struct pt_regs *)ctx->args[0]);
     u64 group = 0;
     if (!croft_watched_cached(pid_tgid, &group))
         return 0;
     struct syscall_key key = {.tgid = tgid, .nr = (u32)nr, .group = group};
-    u64 zero = 0;
-    u64 *count = syscall_counts.lookup_or_try_init(&key, &zero);
+    u64 *count = syscall_count(parity, &key);
     if (count) {
         __sync_fetch_and_add(count, 1);
         return 0;
     }
     key.tgid = 0;
-    count = syscall_overflow.lookup_or_try_init(&key, &zero);
+    count = syscall_spill(parity, &key);
     if (count) {
         __sync_fetch_and_add(count, 1);
         syscalls_count_dropped(CROFT_SPILLED);

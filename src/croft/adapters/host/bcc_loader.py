@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import logging
 import os
 import sys
 import tempfile
@@ -22,6 +23,8 @@ from croft.errors import UserError
 
 TRACEFS_ROOTS = (Path("/sys/kernel/tracing"), Path("/sys/kernel/debug/tracing"))
 SETUP_HINT = "run scripts/setup-bpf.sh as root"
+
+log = logging.getLogger("croft.bcc")
 
 
 def program_dir() -> Path:
@@ -130,42 +133,45 @@ def _load_error(message: str, output: str, *, source: Path, release: str, verbos
 class Drain:
     """Reads and deletes every entry of one BPF hash map per call, each entry atomically
     (BPF_MAP_LOOKUP_AND_DELETE_BATCH, Linux 5.6+), so no increment falls between a read and a
-    clear. The key and value buffers are allocated once, at the map's capacity."""
+    clear. The key and value buffers are allocated once, at the largest capacity of `tables` (maps of
+    one key and value type: a pair drained by turns, `which` naming the one a call drains)."""
 
-    def __init__(self, table: Any) -> None:
-        self._table = table
-        self._capacity = int(table.max_entries)
-        self._keys = (table.Key * self._capacity)()
-        self._values = (table.Leaf * self._capacity)()
+    def __init__(self, *tables: Any) -> None:
+        self._tables = tables
+        self._capacity = max(int(table.max_entries) for table in tables)
+        self._keys = (tables[0].Key * self._capacity)()
+        self._values = (tables[0].Leaf * self._capacity)()
 
-    def __call__(self) -> Iterator[tuple[Any, Any]]:
+    def __call__(self, which: int = 0) -> Iterator[tuple[Any, Any]]:
         """(key, value) pairs: ctypes structs viewing the buffers (copy what you keep before the next
         call), or plain ints for integer keys and values."""
-        total = self._drain()
+        total = self._drain(self._tables[which])
         for index in range(total):
             yield self._keys[index], self._values[index]
 
-    def raw(self) -> tuple[bytes, bytes]:
+    def raw(self, which: int = 0) -> tuple[bytes, bytes]:
         """The drained keys and values as packed bytes (for `struct.iter_unpack`: a few hundred ns
         an entry, where ctypes structs cost microseconds)."""
-        total = self._drain()
-        key_size, value_size = ctypes.sizeof(self._table.Key), ctypes.sizeof(self._table.Leaf)
+        table = self._tables[which]
+        total = self._drain(table)
+        key_size, value_size = ctypes.sizeof(table.Key), ctypes.sizeof(table.Leaf)
         return (
             ctypes.string_at(self._keys, key_size * total),
             ctypes.string_at(self._values, value_size * total),
         )
 
-    def _drain(self) -> int:
+    def _drain(self, table: Any) -> int:
         from bcc.libbcc import lib
 
-        key_size = ctypes.sizeof(self._table.Key)
-        value_size = ctypes.sizeof(self._table.Leaf)
+        key_size = ctypes.sizeof(table.Key)
+        value_size = ctypes.sizeof(table.Leaf)
+        capacity = int(table.max_entries)
         in_batch, out_batch, count = ctypes.c_uint32(0), ctypes.c_uint32(0), ctypes.c_uint32(0)
         total = 0
-        while total < self._capacity:
-            count.value = self._capacity - total
+        while total < capacity:
+            count.value = capacity - total
             result = lib.bpf_lookup_and_delete_batch(
-                self._table.map_fd,
+                table.map_fd,
                 ctypes.byref(in_batch) if total else None,
                 ctypes.byref(out_batch),
                 ctypes.byref(self._keys, key_size * total),
@@ -182,6 +188,36 @@ class Drain:
                 break
             in_batch.value = out_batch.value
         return total
+
+
+# membarrier(2)'s syscall number by machine (arch/x86/entry/syscalls/syscall_64.tbl,
+# include/uapi/asm-generic/unistd.h), and its MEMBARRIER_CMD_GLOBAL (include/uapi/linux/membarrier.h).
+MEMBARRIER_NR = {"x86_64": 324, "aarch64": 283}
+MEMBARRIER_CMD_GLOBAL = 1
+LOSS = "a count made while its map is drained may be lost"
+
+
+class ProgramBarrier:
+    """Waits until every eBPF program run that began before the call has ended: membarrier
+    (MEMBARRIER_CMD_GLOBAL), which runs synchronize_rcu() when more than one CPU is online
+    (kernel/sched/membarrier.c), and tracepoint programs run inside rcu_read_lock()
+    (kernel/trace/bpf_trace.c).
+    Where the syscall is missing (another machine, a nohz_full kernel: EINVAL) it says so once, as a
+    warning, and returns at once: an increment racing a drain may then be lost."""
+
+    def __init__(self, machine: str | None = None) -> None:
+        machine = machine if machine is not None else os.uname().machine
+        self._nr = MEMBARRIER_NR.get(machine)
+        self._libc = ctypes.CDLL(None, use_errno=True)
+        if self._nr is None:
+            log.warning("no membarrier syscall number for %s: %s", machine, LOSS)
+
+    def __call__(self) -> None:
+        if self._nr is None:
+            return
+        if self._libc.syscall(self._nr, MEMBARRIER_CMD_GLOBAL, 0, 0) != 0:
+            log.warning("membarrier(MEMBARRIER_CMD_GLOBAL): %s: %s", os.strerror(ctypes.get_errno()), LOSS)
+            self._nr = None
 
 
 def per_cpu_total(table: Any, slots: Sequence[int] = (0,)) -> int:

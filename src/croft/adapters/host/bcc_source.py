@@ -46,6 +46,7 @@ ONCPU_TRACEPOINTS = (
 # Slots of syscalls_dropped (bpf/syscalls.c): lost syscall counts, lost ioctl counts, lost marks of
 # new processes, counts kept only per group (syscall_overflow).
 DROP_SLOTS, SPILLED_SLOT = (0, 1, 2), 3
+PARITY_SLOT = 2  # watch_generation[CROFT_PARITY] (bpf/syscalls.c): the parity of the maps being counted into
 SYSCALL_KEY, COUNT = "=IIQ", "=Q"  # struct syscall_key {u32 tgid; u32 nr; u64 group}, its u64 count
 
 
@@ -166,19 +167,23 @@ class BccKernelSource:
             release=release,
             verbose=verbose,
         )
-        self._drain_syscalls = bcc_loader.Drain(self._bpf[b"syscall_counts"])
-        self._drain_overflow = bcc_loader.Drain(self._bpf[b"syscall_overflow"])
+        # The drained maps come in pairs by the drain parity (bpf/syscalls.c): read() flips it, waits
+        # for the programs that read the old one, and drains the old one's maps.
+        self._drain_syscalls = self._pair("syscall_counts")
+        self._drain_overflow = self._pair("syscall_overflow")
+        self._barrier = bcc_loader.ProgramBarrier()
+        self._parity = 0
         self._watched_cgroups = self._bpf[b"watched_cgroups"]
         self._watched_tgids = self._bpf[b"watched_tgids"]
         self._generation = self._bpf[b"watch_generation"]
         self._cgroups: frozenset[int] = frozenset()
         self._marked: frozenset[int] = frozenset()
-        self._drain_ioctls = bcc_loader.Drain(self._bpf[b"ioctl_counts"])
-        self._drain_net = bcc_loader.Drain(self._bpf[b"net_bytes"]) if self.has_net else None
+        self._drain_ioctls = self._pair("ioctl_counts")
+        self._drain_net = self._pair("net_bytes") if self.has_net else None
         self._dropped_tables = [self._bpf[b"syscalls_dropped"]]
         if self.has_net:
             self._dropped_tables.append(self._bpf[b"net_dropped"])
-        self._drain_endpoints = bcc_loader.Drain(self._bpf[b"endpoint_counts"]) if self.has_ingress else None
+        self._drain_endpoints = self._pair("endpoint_counts") if self.has_ingress else None
         if self.has_ingress:
             self._dropped_tables.append(self._bpf[b"ingress_dropped"])
         self._dropped_before = 0
@@ -198,12 +203,19 @@ class BccKernelSource:
             self._oncpu_dropped_before = 0
         log.debug("eBPF programs loaded from %s; syscall names from %s", directory, names.source)
 
+    def _pair(self, name: str) -> bcc_loader.Drain:
+        return bcc_loader.Drain(self._bpf[f"{name}_even".encode()], self._bpf[f"{name}_odd".encode()])
+
     def read(self) -> KernelSample:
         """What the programs counted since the previous call, by host tgid."""
+        drained = self._parity
+        self._parity ^= 1
+        self._generation[ctypes.c_int(PARITY_SLOT)] = ctypes.c_uint32(self._parity)
+        self._barrier()  # every program run that read `drained` has ended: its maps are complete
         syscalls: dict[int, dict[str, int]] = {}
         groups: dict[int, int] = {}
         name_of = self._names.name
-        keys, values = self._drain_syscalls.raw()
+        keys, values = self._drain_syscalls.raw(drained)
         for (tgid, nr, group), (count,) in zip(
             struct.iter_unpack(SYSCALL_KEY, keys), struct.iter_unpack(COUNT, values), strict=True
         ):
@@ -214,7 +226,7 @@ class BccKernelSource:
             name = name_of(nr)
             per_process[name] = per_process.get(name, 0) + count
         spilled: dict[int, dict[str, int]] = {}
-        keys, values = self._drain_overflow.raw()
+        keys, values = self._drain_overflow.raw(drained)
         for (_, nr, group), (count,) in zip(
             struct.iter_unpack(SYSCALL_KEY, keys), struct.iter_unpack(COUNT, values), strict=True
         ):
@@ -224,7 +236,7 @@ class BccKernelSource:
         rx: dict[int, int] = {}
         tx: dict[int, int] = {}
         if self._drain_net is not None:
-            for key, total in self._drain_net():
+            for key, total in self._drain_net(drained):
                 side = tx if key.direction == NET_TX else rx
                 side[int(key.tgid)] = side.get(int(key.tgid), 0) + int(total)
         dropped = sum(bcc_loader.per_cpu_total(table, DROP_SLOTS) for table in self._dropped_tables)
@@ -233,22 +245,22 @@ class BccKernelSource:
         spilled_now, self._spilled_before = spilled_total - self._spilled_before, spilled_total
         return KernelSample(
             syscalls=syscalls,
-            gpu_ioctls=self._gpu_ioctls(),
+            gpu_ioctls=self._gpu_ioctls(drained),
             net_rx_bytes=rx,
             net_tx_bytes=tx,
             dropped_entries=dropped_now,
             groups=groups,
             spilled=spilled,
             spilled_entries=spilled_now,
-            endpoints=self._endpoints(),
+            endpoints=self._endpoints(drained),
             counts_endpoints=self._drain_endpoints is not None,
         )
 
-    def _endpoints(self) -> tuple[EndpointCounts, ...]:
+    def _endpoints(self, drained: int) -> tuple[EndpointCounts, ...]:
         if self._drain_endpoints is None:
             return ()
         totals: dict[tuple[str, int], tuple[int, int]] = {}
-        for key, value in self._drain_endpoints():
+        for key, value in self._drain_endpoints(drained):
             address = endpoint_address(int(key.family), bytes(key.addr))
             if address is None:
                 continue
@@ -314,9 +326,9 @@ class BccKernelSource:
             slot = ctypes.c_int(0)
             self._generation[slot] = ctypes.c_uint32(self._generation[slot].value + 1)
 
-    def _gpu_ioctls(self) -> dict[int, GpuIoctls]:
+    def _gpu_ioctls(self, drained: int) -> dict[int, GpuIoctls]:
         per_process: dict[int, GpuIoctls] = {}
-        for key, value in self._drain_ioctls():
+        for key, value in self._drain_ioctls(drained):
             tgid, count, last_ns = int(key.tgid), int(value.count), int(value.last_ns)
             try:
                 path = str((self._proc_root / str(tgid) / "fd" / str(int(key.fd))).readlink())
