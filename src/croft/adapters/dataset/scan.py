@@ -76,14 +76,11 @@ def read_stats(
     Segments with a trusted summary are answered from it (unless not `summaries`), the rest read,
     through the native fast path unless not `native` (`stats_of_part`).
     `progress(done_bytes, total_bytes)` is told after each part read."""
-    try:
-        return _read_stats(
-            path, syscalls, workers, host, inline_bytes, part_bytes, progress, summaries, native
+    return _merged_or_not(
+        partial(
+            _read_stats, path, syscalls, workers, host, inline_bytes, part_bytes, progress, summaries, native
         )
-    except MergedDamaged:  # a damaged merged state: asked again without them
-        return _read_stats(
-            path, syscalls, workers, host, inline_bytes, part_bytes, progress, summaries, native, False
-        )
+    )
 
 
 def _read_stats(
@@ -162,14 +159,21 @@ def read_profile(
     `summaries`) says it holds no row of the subject in the window is not read; the time span of
     the subject's containers in it comes from the summary, and the rows in the window of a
     container's or a cgroup's from the summary's per-poll figures where it has them."""
-    try:
-        return _read_profile(
-            path, prefix, from_ms, to_ms, workers, host, inline_bytes, part_bytes, subject, summaries
+    return _merged_or_not(
+        partial(
+            _read_profile,
+            path,
+            prefix,
+            from_ms,
+            to_ms,
+            workers,
+            host,
+            inline_bytes,
+            part_bytes,
+            subject,
+            summaries,
         )
-    except MergedDamaged:  # a damaged merged state: asked again without them
-        return _read_profile(
-            path, prefix, from_ms, to_ms, workers, host, inline_bytes, part_bytes, subject, summaries, False
-        )
+    )
 
 
 def _read_profile(
@@ -246,10 +250,9 @@ def read_containers(
 ) -> tuple[FileFacts, ContainersAccumulator]:
     """Every container and host cgroup of `path` (`croft stats --containers`), skips counted;
     segments with a trusted summary (unless not `summaries`) answered from it."""
-    try:
-        return _read_containers(path, workers, host, inline_bytes, part_bytes, progress, summaries)
-    except MergedDamaged:  # a damaged merged state: asked again without them
-        return _read_containers(path, workers, host, inline_bytes, part_bytes, progress, summaries, False)
+    return _merged_or_not(
+        partial(_read_containers, path, workers, host, inline_bytes, part_bytes, progress, summaries)
+    )
 
 
 def _read_containers(
@@ -275,6 +278,14 @@ def _read_containers(
     for part in _run(containers_of_part, tuple(rest), workers, inline_bytes, part_bytes, progress):
         total.merge(part)
     return file_facts(files), total
+
+
+def _merged_or_not(read: Callable[[bool], T]) -> T:
+    """`read(use_merged)`: with the merged states, and asked again without them when one is damaged."""
+    try:
+        return read(True)
+    except MergedDamaged:
+        return read(False)
 
 
 def _trusted(
