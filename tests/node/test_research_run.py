@@ -6,7 +6,15 @@ notebooks executed on them.
 
 `CROFT_RECORD_RESEARCH_RUN=1` writes the recording to fixtures/research-run (replacing it), the
 fixture tests/experiment/test_notebooks.py runs the notebooks on in every `make test`; without it
-the recording goes to a temporary directory and only the notebooks' run on it is checked."""
+the recording goes to a temporary directory and only the notebooks' run on it is checked.
+
+Every run must answer 95 % of the requests offered before the burst: the Service is wired and the
+pod serves the base load (a Service kube-proxy had not wired yet failed every request). The burst
+itself is what the experiment measures, not a pass condition, except for the recording (its
+figures need clean runs): croft scale sizes the Deployment from its calibration (50.63 ms of CPU a
+request, measured on a quiet node), so 2 pods for 24 req/s, and on a busier node (the CI machine's
+full suite) those 2 pods time out some requests, 36 of 372 in one run; the HPA, which reads the CPU
+the pods really use, asked for 10."""
 
 from __future__ import annotations
 
@@ -64,6 +72,23 @@ def research_profile() -> profiles.Profile:
         burst_s=(12.0, 28.0),
     )
     return profiles.with_warmup(burst, 2.0)
+
+
+def onset_s() -> float:
+    burst = research_profile().burst_s
+    assert burst is not None
+    return burst[0]
+
+
+def answered(load: list[Any], before_s: float = float("inf")) -> float:
+    """The share of the requests offered before `before_s` (s into the run) that were answered."""
+    offered = [r for r in load if r.second < before_s]
+    return sum(r.ok for r in offered) / max(1, sum(r.target_rps for r in offered))
+
+
+def scaler_tail(data: Path, run: str, lines: int = 25) -> str:
+    log = data / "web" / run / "scaler.log"
+    return "\n".join(log.read_text().splitlines()[-lines:]) if log.exists() else "(no scaler.log)"
 
 
 def copy_dataset(records: list[Any], target: Path) -> int:
@@ -133,7 +158,9 @@ def test_a_recorded_burst_runs_both_notebooks(
     records = read_records(data / "web")
     for record in records:
         load = read_workload(data / "web" / record.run / "workload.csv")
-        assert sum(r.ok for r in load) >= 0.95 * sum(r.target_rps for r in load), (record.run, load)
+        assert answered(load, before_s=onset_s()) >= 0.95, (record.run, scaler_tail(data, record.run), load)
+        if RECORDING:
+            assert answered(load) >= 0.95, (record.run, scaler_tail(data, record.run), load)
     assert sorted(r.autoscaler for r in records) == ["croft"] * RUNS_PER_ARM + ["hpa"] * RUNS_PER_ARM
     recording = FIXTURE if RECORDING else tmp_path / "research-run"
     if recording.exists():
