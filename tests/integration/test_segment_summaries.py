@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 import zlib
@@ -26,8 +27,17 @@ from tests.helpers.rows import T0_MS, make_row
 from croft.adapters.dataset.compressor import compress_segment
 from croft.adapters.dataset.files import find_files
 from croft.adapters.dataset.scan import read_containers, read_profile, read_stats
-from croft.adapters.dataset.summaries import _live, _memory, index, load, load_all, remembered_checks
+from croft.adapters.dataset.summaries import (
+    CheckMemory,
+    _live,
+    _memory,
+    index,
+    load,
+    load_all,
+    remembered_checks,
+)
 from croft.adapters.dataset.summary_index import FOLDER, load_trusted
+from croft.app.stats_text import plain_lines
 from croft.domain.dataset import codec
 from croft.domain.dataset.profile import Subject
 from croft.domain.dataset.rotation import Naming, SegmentName
@@ -500,3 +510,63 @@ def window_segment(hour: int) -> bytes:
         orjson.dumps(codec.row_to_dict(make_row(1 + n % 4, T0_MS + hour * HOUR + n * 2000))) + b"\n"
         for n in range(20)
     )
+
+
+# modules that read rows, or only croft profile needs: none is imported by a croft stats answered
+# from the merged summaries (its start is most of its time)
+READERS = (
+    "croft.domain.dataset.profile",
+    "croft.domain.dataset.lines",
+    "msgspec",
+    "zstandard",
+    "socket",
+    "multiprocessing",
+    "concurrent.futures",
+    "cyclopts",
+    "rich",
+)
+RUN_AND_LIST_MODULES = (
+    "import atexit, sys\n"
+    "listing = sys.argv.pop(1)\n"
+    "atexit.register(lambda: open(listing, 'w').write('\\n'.join(sorted(sys.modules))))\n"
+    "from croft.app.cli import entrypoint\n"
+    "entrypoint()\n"
+)
+
+
+def test_croft_stats_answered_from_merged_summaries_prints_a_full_scans_answer_without_the_readers(
+    tmp_path: Path,
+) -> None:
+    """The console script, asked `croft stats` and `croft stats --json` again and again of a dataset
+    of two nodes (segments and a live file): each answer is what a full scan's summary prints, and
+    once the merged summaries are written, an answer imports none of the modules that read rows."""
+    root, cache, listing = tmp_path / "data", tmp_path / "cache", tmp_path / "modules"
+    root.mkdir()
+    write(root, {node: [(hour, window_segment(hour), "none") for hour in range(3)] for node in ("n1", "n2")})
+    (root / "n1" / NAMING.live).write_bytes(live_rows([3]))
+    facts, total = read_stats(root, syscalls=True, workers=1, summaries=False)
+    full = total.summary(facts)
+    lines = plain_lines(root, full, 100)
+    assert lines is not None
+    expected = {"--json": orjson.dumps(full.to_json()).decode() + "\n", "": "".join(f"{x}\n" for x in lines)}
+    time.sleep(CheckMemory.RACY_NS / 1e9 + 0.5)  # the segments' ctimes old enough to be merged
+    environ = {**os.environ, "CROFT_CACHE_DIR": str(cache), "COLUMNS": "100", "LINES": "25"}
+    for name in ("FORCE_COLOR", "TTY_COMPATIBLE", "NO_COLOR"):
+        environ.pop(name, None)
+    for ask in range(3):
+        for option, answer in expected.items():
+            done = subprocess.run(
+                [sys.executable, "-c", RUN_AND_LIST_MODULES, str(listing), "stats", str(root)]
+                + ([option] if option else []),
+                capture_output=True,
+                text=True,
+                env=environ,
+                check=True,
+            )
+            assert done.stdout == answer, (ask, option)
+            assert done.stderr == ""
+            if ask:
+                imported = set(listing.read_text().split())
+                assert not imported.intersection(READERS), (ask, option)
+                assert "croft.adapters.dataset.summary_index" in imported
+    assert len(list((cache / FOLDER).iterdir())) == 2  # a merged state for each node

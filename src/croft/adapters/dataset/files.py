@@ -18,7 +18,6 @@ from __future__ import annotations
 import errno
 import os
 import re
-import socket
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -95,7 +94,7 @@ def find_files(path: Path, host: str | None = None) -> tuple[DatasetFile, ...]:
     order. A file or node directory that cannot be read is listed with its `problem`. Raises
     `UserError` when `path` is not there, is not a file or directory, cannot be listed, or holds no
     dataset files."""
-    host = host or socket.gethostname()
+    host = host or os.uname().nodename  # socket.gethostname()'s answer, without importing socket
     kind = _kind_of(path)
     if kind == "directory":
         own = _files_in(path, host)

@@ -31,13 +31,14 @@ from croft.adapters.dataset.files import (
 )
 from croft.adapters.dataset.summary_index import MergedDamaged, Trusted, load_trusted
 from croft.domain.dataset.containers import ContainersAccumulator
-from croft.domain.dataset.profile import ProfileAccumulator, Subject
 from croft.domain.dataset.segments import ProfilePlan, SegmentSummary
 from croft.domain.dataset.skips import SkipTally
 from croft.domain.dataset.summary import FileFacts, StatsAccumulator
 
 if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor
+
+    from croft.domain.dataset.profile import ProfileAccumulator, Subject
 
 PART_BYTES = 64 << 20  # plain files larger than this are read by several workers
 INLINE_BYTES = 64 << 20  # lines (decompressed) below which a pool costs more than it saves
@@ -189,6 +190,8 @@ def _read_profile(
     summaries: bool,
     use_merged: bool = True,
 ) -> ProfileAccumulator:
+    from croft.domain.dataset.profile import ProfileAccumulator  # not on croft stats' way
+
     files = find_files(path, host)
     total = ProfileAccumulator(prefix, from_ms, to_ms, subject)
     rest = []
@@ -396,6 +399,7 @@ def profile_of_part(
     accumulated; only those lines are judged, so a bad line elsewhere goes uncounted here
     (too-long lines and damage are counted wherever they are)."""
     from croft.domain.dataset.lines import last_line, lines_with, view
+    from croft.domain.dataset.profile import ProfileAccumulator
 
     acc = ProfileAccumulator(prefix, from_ms, to_ms, subject)
     needle = acc.subject.needle()

@@ -25,7 +25,7 @@ import zlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -43,9 +43,11 @@ from croft.domain.dataset.merged import (
     stats_section,
     times_of,
 )
-from croft.domain.dataset.profile import Subject
 from croft.domain.dataset.segments import ProfilePlan, SegmentSummary
 from croft.domain.dataset.summary import StatsAccumulator
+
+if TYPE_CHECKING:
+    from croft.domain.dataset.profile import Subject
 
 FOLDER = "merged-summaries"
 LIMIT = 256  # merged states kept, the newest
