@@ -1,5 +1,3 @@
-import sys
+from croft.app.cli import entrypoint
 
-from croft.app.cli import main
-
-sys.exit(main())
+entrypoint()
