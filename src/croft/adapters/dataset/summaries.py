@@ -39,6 +39,7 @@ from croft.domain.dataset.segments import (
     SegmentSummary,
     decode,
     encode,
+    figures_frame_opens,
     frame_start,
     state_of,
 )
@@ -249,7 +250,8 @@ def _on_threads(checks: list[tuple[Path, int]], workers: int) -> list[int | None
 
 def read_frame(f: DatasetFile) -> SegmentSummary | None:
     """The summary frame at the end of the zstd file `f`, unchecked against its data; None when
-    there is none."""
+    there is none, or when the per-poll figures' frame it names does not open where it says
+    (`segments.figures_frame_opens`: a scan reads damage there)."""
     if not f.compressed or f.problem is not None or f.size_bytes < FOOTER_BYTES:
         return None
     try:
@@ -260,7 +262,11 @@ def read_frame(f: DatasetFile) -> SegmentSummary | None:
             if start is None or start >= size:
                 return None
             src.seek(start)
-            return decode(src.read(size - start), start)
+            summary = decode(src.read(size - start), start)
+            if summary is None or summary.profile is None:
+                return summary
+            src.seek(summary.data_bytes)
+            return summary if figures_frame_opens(src.read(FRAME_HEADER_BYTES), summary) else None
     except OSError:
         return None
 

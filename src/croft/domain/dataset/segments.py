@@ -34,7 +34,7 @@ import orjson
 
 from croft.domain.dataset.containers import ContainersAccumulator
 from croft.domain.dataset.poll_groups import FILE_NODE as FILE_NODE
-from croft.domain.dataset.poll_groups import PollGroups, encode_frame
+from croft.domain.dataset.poll_groups import PROFILE_MAGIC, PollGroups, encode_frame
 from croft.domain.dataset.summary import StatsAccumulator
 
 if TYPE_CHECKING:
@@ -240,6 +240,22 @@ def frame_start(footer: bytes) -> int | None:
     if len(footer) != FOOTER_BYTES or footer[12:] != FOOTER_MAGIC:
         return None
     return int.from_bytes(footer[:8], "little")
+
+
+def figures_frame_opens(header: bytes, summary: SegmentSummary) -> bool:
+    """Whether `header`, the file's `FRAME_HEADER_BYTES` at `summary.data_bytes`, opens the per-poll
+    figures' frame the summary names: its magic, and the size that ends it where the summary frame
+    starts. A zstd reader takes anything else there for damage (an unknown frame, or a skippable one
+    that runs past the summary) and a scan reports the rest of the file skipped, so the summary is
+    not the scan's answer; the frame's payload, which readers skip, does not matter here. True when
+    the summary names no such frame."""
+    if summary.profile is None:
+        return True
+    return (
+        len(header) == FRAME_HEADER_BYTES
+        and int.from_bytes(header[:4], "little") == PROFILE_MAGIC
+        and int.from_bytes(header[4:], "little") == summary.profile[0] - FRAME_HEADER_BYTES
+    )
 
 
 def decode(frame: bytes, start: int) -> SegmentSummary | None:
