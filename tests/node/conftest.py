@@ -129,18 +129,27 @@ def webapp_image(node: Node) -> str:
     return WEBAPP_IMAGE
 
 
+UTILIZATION_70 = "target: {type: Utilization, averageUtilization: 70}"
+AVERAGE_700M = "target: {type: AverageValue, averageValue: 700m}"
+
+
 @pytest.fixture
 def harness_app(namespace: str, webapp_image: str, tmp_path: Path) -> apps.App:
     """apps.json's webapp in this test's namespace, with the local image and a CPU request the node
-    fits several times (the limit, which both arms size by, stays 1 CPU)."""
+    fits several times. The limit stays 1 CPU, and the HPA's target becomes 700m of CPU a pod (an
+    AverageValue) instead of 70 % of the request: both arms then size by 0.7 core a pod, as with
+    the lab's request = limit. With the 100m request a 70 % Utilization target is 70m a pod, and the
+    HPA arm went from 1 to 3 pods at 4 req/s (0.2 core), before every burst."""
     root = tmp_path / "harness"
     entry = json.loads(apps.APPS_JSON.read_text())["webapp"]
     for rel in [*entry["manifests"], entry["hpa"]]:
         text = (HARNESS / rel).read_text().replace("croft-exp", namespace)
         text = text.replace("image: croft-webapp:v1", f"image: {webapp_image}")
         text = text.replace('requests: {cpu: "1", memory: 64Mi}', "requests: {cpu: 100m, memory: 64Mi}")
+        text = text.replace(UTILIZATION_70, AVERAGE_700M)
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
+    assert AVERAGE_700M in (root / entry["hpa"]).read_text(), "hpa.yaml's target changed: update harness_app"
     entry["namespace"] = namespace
     (root / "apps.json").write_text(json.dumps({"webapp": entry}))
     return apps.load("webapp", root / "apps.json")

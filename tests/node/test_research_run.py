@@ -13,8 +13,8 @@ pod serves the base load (a Service kube-proxy had not wired yet failed every re
 itself is what the experiment measures, not a pass condition, except for the recording (its
 figures need clean runs): croft scale sizes the Deployment from its calibration (50.63 ms of CPU a
 request, measured on a quiet node), so 2 pods for 24 req/s, and on a busier node (the CI machine's
-full suite) those 2 pods time out some requests, 36 of 372 in one run; the HPA, which reads the CPU
-the pods really use, asked for 10."""
+full suite) those 2 pods time out some requests, 36 of 372 in one run. (The HPA arm then answered
+every request, but its target was 70 % of a 100m request, a tenth of croft's: see harness_app.)"""
 
 from __future__ import annotations
 
