@@ -10,11 +10,11 @@ the recording goes to a temporary directory and only the notebooks' run on it is
 
 Every run must answer 95 % of the requests offered before the burst: the Service is wired and the
 pod serves the base load (a Service kube-proxy had not wired yet failed every request). The burst
-itself is what the experiment measures, not a pass condition, except for the recording (its
-figures need clean runs): croft scale sizes the Deployment from its calibration (50.63 ms of CPU a
-request, measured on a quiet node), so 2 pods for 24 req/s, and on a busier node (the CI machine's
-full suite) those 2 pods time out some requests, 36 of 372 in one run. (The HPA arm then answered
-every request, but its target was 70 % of a 100m request, a tenth of croft's: see harness_app.)"""
+itself is what the experiment measures, not a pass condition, the recording's included: a
+threshold on it would keep only the runs where an arm did well. Under the burst a pod of this
+loaded node serves about 13 req/s (75 ms a request, against the 50.63 ms of croft scale's
+calibration on a quiet node); in CI croft scale's 2 pods for 24 req/s timed out 36 of 372
+requests, and here the HPA arm (700m a pod, see harness_app) answered 355-360 of 372."""
 
 from __future__ import annotations
 
@@ -159,8 +159,6 @@ def test_a_recorded_burst_runs_both_notebooks(
     for record in records:
         load = read_workload(data / "web" / record.run / "workload.csv")
         assert answered(load, before_s=onset_s()) >= 0.95, (record.run, scaler_tail(data, record.run), load)
-        if RECORDING:
-            assert answered(load) >= 0.95, (record.run, scaler_tail(data, record.run), load)
     assert sorted(r.autoscaler for r in records) == ["croft"] * RUNS_PER_ARM + ["hpa"] * RUNS_PER_ARM
     recording = FIXTURE if RECORDING else tmp_path / "research-run"
     if recording.exists():
