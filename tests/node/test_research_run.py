@@ -14,7 +14,7 @@ itself is what the experiment measures, not a pass condition, the recording's in
 threshold on it would keep only the runs where an arm did well. Under the burst a pod of this
 loaded node serves about 13 req/s (75 ms a request, against the 50.63 ms of croft scale's
 calibration on a quiet node); in CI croft scale's 2 pods for 24 req/s timed out 36 of 372
-requests, and here the HPA arm (700m a pod, see harness_app) answered 355-360 of 372."""
+requests, and here the HPA arm (700m a pod, see harness_app) answered 350-360 of 372."""
 
 from __future__ import annotations
 
