@@ -8,6 +8,9 @@ estimate from such bodies is its pods' rate, whatever else the collectors serve.
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
 
 import attrs
 import pytest
@@ -17,6 +20,7 @@ from hypothesis import strategies as st
 from croft.adapters.http.metrics import SnapshotCollector, exposition_body, metrics_page
 from croft.domain.collector import PER_S_DIGITS
 from croft.domain.dataset.row import Process
+from croft.domain.metrics import exposition as exposition
 from croft.domain.metrics import names as names
 from croft.domain.metrics.exposition import (
     BadExposition,
@@ -46,6 +50,27 @@ def reference(text: str, wanted: frozenset[str], where: dict[str, Rule], only: R
         ):
             kept.append(sample)
     return tuple(kept)
+
+
+@contextmanager
+def python_scanner() -> Iterator[None]:
+    """parse_exposition finding its lines the Python way (exposition._candidates), as where the native
+    scanner is not built or the text is not latin-1."""
+    native = exposition._linescan
+    exposition._linescan = None  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        exposition._linescan = native
+
+
+def filtered_both_ways(
+    text: str, wanted: Collection[str], where: dict[str, Rule], only: Rule
+) -> tuple[tuple[Sample, ...], tuple[Sample, ...]]:
+    """parse_exposition's filtered samples with the native line scanner, then the Python way."""
+    native = parse_exposition(text, wanted, where, only)
+    with python_scanner():
+        return native, parse_exposition(text, wanted, where, only)
 
 
 def served(groups: list[tuple[str, str, dict[str, float]]]) -> str:
@@ -123,7 +148,7 @@ def test_filters_keep_exactly_the_full_parse_samples_that_pass_on_the_served_bod
     where = {names.CONTAINER_SYSCALL_RATE: (names.LABEL_SYSCALL, frozenset(syscalls))}
     only = (names.LABEL_CONTAINER_ID, frozenset(ours))
     expected = reference(body, frozenset(wanted), where, only)
-    assert parse_exposition(body, wanted, where, only) == expected
+    assert filtered_both_ways(body, wanted, where, only) == (expected, expected)
 
 
 label_keys = st.sampled_from(["container_id", "syscall", "cgroup", "xcontainer_id", "container_idx", "a"])
@@ -171,7 +196,84 @@ def test_filters_keep_exactly_the_full_parse_samples_that_pass_on_loose_text(
     present = st.sampled_from(sorted({value for s in samples for _, value in s.labels} | set(IDS)))
     where = {"croft_a": ("syscall", frozenset(data.draw(st.sets(present | hostile, max_size=2))))}
     only = ("container_id", frozenset(data.draw(st.sets(present | hostile, max_size=2))))
-    assert parse_exposition(text, wanted, where, only) == reference(text, wanted, where, only)
+    expected = reference(text, wanted, where, only)
+    assert filtered_both_ways(text, wanted, where, only) == (expected, expected)
+
+
+def starts_as_specified(
+    text: str, names: tuple[str, ...], needles: tuple[tuple[str, ...] | None, ...]
+) -> list[int]:
+    """_linescan.starts as its comment states it, line by line: after blanks (whitespace but the
+    newline), a name not followed by a name's character, and for a name with needles one of them."""
+    found, at = [], 0
+    for line in text.split("\n"):
+        rest = line[re.match(r"[^\S\n]*", line).end() :]  # type: ignore[union-attr]
+        for name, rule in zip(names, needles, strict=True):
+            after = rest[len(name) : len(name) + 1]
+            if (
+                name
+                and rest.startswith(name)
+                and re.fullmatch(r"[a-zA-Z0-9_:]", after) is None
+                and (rule is None or any(needle in line for needle in rule))
+            ):
+                found.append(at)
+                break
+        at += len(line) + 1
+    return found
+
+
+def test_the_native_line_scanner_is_built() -> None:
+    assert exposition._linescan is not None, "make install builds it (setup.py)"
+
+
+# Names, their prefixes and what follows them; quotes and braces; ASCII and latin-1 blanks (\x1c,
+# \x85, \xa0 are blanks to str.isspace); é (latin-1, not a blank); \u2003 (a blank above latin-1).
+NEEDLES = ['"1"', "1", "}", "a b", " a", "\u2003", "a\nb"]
+TEXT_PIECES = [
+    "a",
+    "ab",
+    "b",
+    ":",
+    "_",
+    "1",
+    "{",
+    "}",
+    '"',
+    '"1"',
+    " ",
+    "\t",
+    "\r",
+    "\n",
+    "\x1c",
+    "\x85",
+    "\xa0",
+    "é",
+]
+
+
+@given(
+    st.lists(st.sampled_from([*TEXT_PIECES, "\u2003"]), max_size=30).map("".join),
+    st.lists(
+        st.tuples(
+            st.sampled_from(["a", "ab", "b", "a:", "é", "\u2003a"]),
+            st.none() | st.lists(st.sampled_from(NEEDLES), max_size=2).map(tuple),
+        ),
+        max_size=3,
+    ),
+)
+@example(text="ab 1\na 1", wanted=[("a", None)])  # a name goes on: another name
+@example(text="\x85a 1\n\x1cb 2", wanted=[("a", None), ("b", None)])  # blanks above ASCII
+@example(text=" a 1", wanted=[("a", (" a",))])  # a needle in the blanks before the name
+def test_the_native_line_scanner_finds_the_lines_its_comment_states(
+    text: str, wanted: list[tuple[str, tuple[str, ...] | None]]
+) -> None:
+    assert exposition._linescan is not None
+    names_, needles = tuple(name for name, _ in wanted), tuple(rule for _, rule in wanted)
+    found = exposition._linescan.starts(text, names_, needles)
+    if any(ord(char) > 255 for char in text):
+        assert found is None  # the caller reads such a text the Python way
+    else:
+        assert found == starts_as_specified(text, names_, needles)
 
 
 def test_a_malformed_line_the_filters_want_raises_naming_its_line() -> None:

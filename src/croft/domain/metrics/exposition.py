@@ -19,6 +19,11 @@ import attrs
 
 from croft.domain.metrics import names as names
 
+try:  # built with the package (setup.py); without it the lines are found the Python way
+    from croft.domain.metrics import _linescan
+except ImportError:  # pragma: no cover - tests/unit/test_exposition_filters.py runs both ways
+    _linescan = None  # type: ignore[assignment]
+
 _NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
 _NAME_RE = re.compile(_NAME)
 # A label value: anything but a quote, a backslash or a newline, and escapes (written unrolled, as
@@ -194,6 +199,24 @@ def _candidates(
     return sorted(starts)
 
 
+def _line_starts(
+    text: str, wanted: frozenset[str], rules: Mapping[str, tuple[str, frozenset[str]]]
+) -> list[int]:
+    """`_candidates`, in one pass of the native scanner (_linescan.c: the lines that start with a
+    wanted name and, for a name with a `where` rule, hold one of its values as a label writes it)
+    where it is built and the text is latin-1, else the Python way."""
+    if _linescan is not None:
+        names = tuple(wanted)
+        needles = tuple(
+            None if name not in rules else tuple(f'"{escape_label_value(v)}"' for v in rules[name][1])
+            for name in names
+        )
+        found = _linescan.starts(text, names, needles)
+        if found is not None:
+            return found
+    return _candidates(text, wanted, rules)
+
+
 def _span(text: str, name: str) -> tuple[int, int] | None:
     """(start, end) of the part of `text` that holds every line starting with `name` (None: no
     line can): from the line of its first occurrence to the comment that ends its first block of
@@ -243,7 +266,7 @@ def parse_exposition(
         wanted = frozenset(names)
         head = _head(wanted, key)
         found = []
-        for start in _candidates(text, wanted, rules):
+        for start in _line_starts(text, wanted, rules):
             match = head.match(text, start)
             if match is None:
                 continue
