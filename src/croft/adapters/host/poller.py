@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import operator
 from collections.abc import Mapping
+from itertools import compress
 
 from croft.adapters.host.cgroup_ids import subtree_paths, watched_roots
 from croft.adapters.host.cgroupfs import CgroupFS
@@ -20,6 +22,10 @@ from croft.domain.collector.kernel import (
 )
 from croft.domain.collector.selection import marked_by_tgid, worth_reading
 from croft.domain.collector.snapshot import CgroupMembership, Instant, Poll, ProcessSample, Unread
+
+_tgid = operator.attrgetter("tgid")
+_cgroups = operator.attrgetter("cgroups")
+_gpu_device_fds = operator.attrgetter("gpu_device_fds")
 
 log = logging.getLogger("croft.poll")
 
@@ -108,12 +114,16 @@ class LiveSource:
             processes, dropped = self._procfs.scan(wanted, self._activity.activity(), recheck)
         else:
             processes, dropped = self._procfs.scan(wanted)
-        memberships = {p.tgid: p.cgroups for p in processes}
+        # map and zip, not comprehensions: these run over every process of every poll (10,000 on a
+        # busy node), and their loops then stay in C
+        tgids = list(map(_tgid, processes))
+        of_process = list(map(_cgroups, processes))
+        memberships = dict(zip(tgids, of_process, strict=True))
         unread = self._unread(kernel, memberships)
         self._memberships = memberships
-        holders = gpu_tgids | {p.tgid for p in processes if p.gpu_device_fds}
+        holders = gpu_tgids.union(compress(tgids, map(_gpu_device_fds, processes)))
         self.select(processes, frozenset(holders))
-        cgroups = self._cgroupfs.read_all(p.cgroups for p in processes)
+        cgroups = self._cgroupfs.read_all(of_process)
         netns = self._netns.read(processes) if self._netns is not None else ()
         return Poll(
             at=at,
