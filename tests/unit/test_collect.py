@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from croft.domain.collector.kernel import GpuHolders, GpuIoctls, KernelSample
 from croft.domain.collector.rows import CollectorState, rows
-from croft.domain.collector.selection import parse_watch, watched
-from croft.domain.collector.snapshot import Poll
+from croft.domain.collector.selection import marked_by_tgid, matches, parse_watch, watched
+from croft.domain.collector.snapshot import CgroupMembership, Poll
 from croft.domain.dataset.codec import decode_row, encode_row
 from tests.helpers.snapshots import HOST, WATCHED, cgroup, config, poll, proc
 
@@ -159,6 +159,36 @@ def test_watch_prefixes() -> None:
     assert watched(docker, ("system.slice/docker",))
     assert not watched(HOST, ("system.slice/docker",))
     assert not watched(docker, ())
+
+
+# Memberships as procfs gives them (one object per cgroup, shared by its processes): watched or not
+# by their v2 path, by a v1 path only (a hybrid host), or without a v2 path.
+MEMBERSHIPS = [
+    WATCHED,
+    HOST,
+    CgroupMembership(unified="/user.slice", controllers=(("cpu", "/kubepods/pod1/c1"),)),
+    CgroupMembership(unified=None, controllers=(("memory", "/kubepods/pod2/c2"),)),
+    CgroupMembership(unified=None, controllers=(("memory", "/system.slice"),)),
+]
+
+
+@given(
+    st.lists(st.tuples(st.integers(1, 60), st.sampled_from(MEMBERSHIPS)), max_size=20),
+    st.sets(st.integers(1, 60), max_size=4),
+    st.booleans(),
+)
+def test_the_kernel_counts_by_tgid_gpu_holders_and_the_watched_a_v2_path_does_not_make_watched(
+    members: list[tuple[int, CgroupMembership]], gpu_tgids: set[int], has_v2: bool
+) -> None:
+    processes = [proc(tgid, cgroups=membership) for tgid, membership in members]
+    prefixes = ("kubepods",)
+    expected = set(gpu_tgids) | {
+        p.tgid
+        for p in processes
+        if watched(p.cgroups, prefixes)
+        and not (has_v2 and p.cgroups.unified is not None and matches(p.cgroups.unified, prefixes))
+    }
+    assert marked_by_tgid(processes, prefixes, gpu_tgids, has_v2) == expected
 
 
 @given(
