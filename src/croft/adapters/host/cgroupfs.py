@@ -21,7 +21,7 @@ root's; a v1 memory cgroup elsewhere is not read. Sources: CPU usage `cpuacct.us
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 from pathlib import Path
 
 from croft.adapters.host.procfs import read_bytes
@@ -64,13 +64,13 @@ class CgroupFS:
             return "hybrid" if self.v1 else "v2"
         return "v1" if self.v1 else "none"
 
-    def read_all(self, memberships: Sequence[CgroupMembership]) -> tuple[CgroupSample, ...]:
+    def read_all(self, memberships: Iterable[CgroupMembership]) -> tuple[CgroupSample, ...]:
         """One sample per distinct membership, in first-seen order; each file is read at most once."""
         files: dict[str, bytes | None] = {}
         out: dict[CgroupMembership, CgroupSample] = {}
         # By id() first: procfs shares one membership object per cgroup, and hashing one is not free
         # (10,000 processes a poll, a few distinct memberships).
-        for membership in dict(zip(map(id, memberships), memberships, strict=True)).values():
+        for membership in {id(m): m for m in memberships}.values():
             if membership not in out:
                 out[membership] = self._sample(membership, files)
         return tuple(out.values())

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import logging
-import operator
 from collections.abc import Mapping
-from itertools import compress
 
 from croft.adapters.host.cgroup_ids import subtree_paths, watched_roots
 from croft.adapters.host.cgroupfs import CgroupFS
@@ -22,10 +20,6 @@ from croft.domain.collector.kernel import (
 )
 from croft.domain.collector.selection import marked_by_tgid, worth_reading
 from croft.domain.collector.snapshot import CgroupMembership, Instant, Poll, ProcessSample, Unread
-
-_tgid = operator.attrgetter("tgid")
-_cgroups = operator.attrgetter("cgroups")
-_gpu_device_fds = operator.attrgetter("gpu_device_fds")
 
 log = logging.getLogger("croft.poll")
 
@@ -114,16 +108,12 @@ class LiveSource:
             processes, dropped = self._procfs.scan(wanted, self._activity.activity(), recheck)
         else:
             processes, dropped = self._procfs.scan(wanted)
-        # map and zip, not comprehensions: these run over every process of every poll (10,000 on a
-        # busy node), and their loops then stay in C
-        tgids = list(map(_tgid, processes))
-        of_process = list(map(_cgroups, processes))
-        memberships = dict(zip(tgids, of_process, strict=True))
+        memberships = {p.tgid: p.cgroups for p in processes}
         unread = self._unread(kernel, memberships)
         self._memberships = memberships
-        holders = gpu_tgids.union(compress(tgids, map(_gpu_device_fds, processes)))
+        holders = gpu_tgids | {p.tgid for p in processes if p.gpu_device_fds}
         self.select(processes, frozenset(holders))
-        cgroups = self._cgroupfs.read_all(of_process)
+        cgroups = self._cgroupfs.read_all(p.cgroups for p in processes)
         netns = self._netns.read(processes) if self._netns is not None else ()
         return Poll(
             at=at,

@@ -82,9 +82,7 @@ def rows(
     """The rows of `current` (ordered by tgid) and the state after it."""
     poll_index = state.polls
     interval_ns = current.at.monotonic_ns - previous.at.monotonic_ns if previous is not None else 0
-    before: dict[int, ProcessSample] = {}
-    if previous is not None:  # map and zip: the loop over every process stays in C
-        before = dict(zip(map(_tgid, previous.processes), previous.processes, strict=True))
+    before = {p.tgid: p for p in previous.processes} if previous is not None else {}
     cgroups_before = {c.membership: c for c in previous.cgroups} if previous is not None else {}
     cgroups_now = {c.membership: c for c in current.cgroups}
     cgroup_rates: dict[CgroupMembership, CgroupRates | None] = {}

@@ -9,16 +9,11 @@ are written once every `IDLE_EVERY` polls.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Collection, Iterable
-from itertools import compress
 
 from croft.domain.collector.snapshot import CgroupMembership, ProcessSample
 
 IDLE_EVERY = 15
-
-_tgid = operator.attrgetter("tgid")
-_cgroups = operator.attrgetter("cgroups")
 
 
 def parse_watch(text: str) -> tuple[str, ...]:
@@ -50,16 +45,14 @@ def marked_by_tgid(
     marked = set(gpu_tgids)
     processes = tuple(processes)
     # By id(): processes of one cgroup share one membership object; most polls have none to mark.
-    # (map and zip keep the loops over every process of a poll in C.)
-    of_process = list(map(_cgroups, processes))
-    distinct = dict(zip(map(id, of_process), of_process, strict=True))
+    distinct = {id(process.cgroups): process.cgroups for process in processes}
     verdicts = {
         key: watched(membership, prefixes)
         and not (has_v2 and membership.unified is not None and matches(membership.unified, prefixes))
         for key, membership in distinct.items()
     }
     if any(verdicts.values()):
-        marked.update(compress(map(_tgid, processes), map(verdicts.__getitem__, map(id, of_process))))
+        marked.update(process.tgid for process in processes if verdicts[id(process.cgroups)])
     return frozenset(marked)
 
 
