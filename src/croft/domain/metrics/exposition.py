@@ -191,7 +191,7 @@ def _candidates(
             starts.update(m.start() + 1 for m in _line_of(name).finditer(text, begin, stop))
             continue
         for value in rule[1]:
-            written = f'"{escape_label_value(value)}"'
+            written = _quoted(value)
             at = text.find(written, begin, stop)
             while at >= 0:
                 starts.add(text.rfind("\n", 0, at) + 1)
@@ -208,8 +208,7 @@ def _line_starts(
     if _linescan is not None:
         names = tuple(wanted)
         needles = tuple(
-            None if name not in rules else tuple(f'"{escape_label_value(v)}"' for v in rules[name][1])
-            for name in names
+            None if name not in rules else tuple(_quoted(value) for value in rules[name][1]) for name in names
         )
         found = _linescan.starts(text, names, needles)
         if found is not None:
@@ -303,6 +302,12 @@ def _parse_all(text: str) -> list[Sample]:
         if line and not line.startswith("#"):
             samples.append(parse_line(line, line_no))
     return samples
+
+
+def _quoted(value: str) -> str:
+    """`value` as a label writes it, quotes included: its one written form, which a line that
+    carries the value must hold."""
+    return f'"{escape_label_value(value)}"'
 
 
 def escape_label_value(value: str) -> str:
