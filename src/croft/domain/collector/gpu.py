@@ -50,7 +50,12 @@ def step(
 ) -> tuple[GpuReading, GpuState]:
     """Advance one process's GPU state by one poll; `previous` is None for a process with no state
     yet (first rated poll, or its pid was reused)."""
-    if ioctls is None and not nvml_holder and device_fds == 0 and (previous is None or previous == _NEVER):
+    if (
+        ioctls is None
+        and not nvml_holder
+        and device_fds == 0
+        and (previous is None or previous is _NEVER or previous == _NEVER)
+    ):
         return _NO_GPU, _NEVER  # the common case: a process that never touched a GPU
     before = previous if previous is not None else _NEVER
     count = ioctls.count if ioctls is not None else 0

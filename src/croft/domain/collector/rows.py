@@ -31,8 +31,14 @@ from croft.domain.collector.container import display_path, membership_container_
 from croft.domain.collector.frameworks import Matcher
 from croft.domain.collector.ingress import active, ingress
 from croft.domain.collector.rates import NS_PER_S, PER_S_DIGITS, CgroupRates, ProcessRates, per_s
-from croft.domain.collector.selection import IDLE_EVERY, due, watched
-from croft.domain.collector.snapshot import CgroupMembership, CgroupSample, Poll, ProcessSample
+from croft.domain.collector.selection import IDLE_EVERY, watched
+from croft.domain.collector.snapshot import (
+    CgroupMembership,
+    CgroupSample,
+    Poll,
+    ProcessChanges,
+    ProcessSample,
+)
 from croft.domain.dataset import CgroupUsage, Ingress, Process, Row, ShortLived, SyscallRate, Usage
 
 _tgid = operator.attrgetter("tgid")
@@ -66,7 +72,12 @@ class ProcessState:
 @attrs.frozen
 class CollectorState:
     """`polls` counts polls seen; `no_rate` the process-polls skipped for lack of a rate (first
-    sightings, reused pids, counters gone backwards); `dropped` the pids the adapters dropped."""
+    sightings, reused pids, counters gone backwards); `dropped` the pids the adapters dropped.
+
+    So that a poll with `Poll.changes` looks only at what can give a row or change a state,
+    `attended` holds the tgids that must be looked at next poll even unchanged (GPU holders,
+    watched processes due for a row and not written), and `due_at` by poll index the tgids written
+    `idle_every` polls before it (an idle watched process is due again then)."""
 
     polls: int = 0
     processes: Mapping[int, ProcessState] = attrs.field(factory=dict)
@@ -74,21 +85,27 @@ class CollectorState:
     dropped: int = 0
     written: int = 0
     short_lived_unplaced: int = 0
+    attended: frozenset[int] = frozenset()
+    due_at: Mapping[int, frozenset[int]] = attrs.field(factory=dict)
 
 
 def rows(
     previous: Poll | None, current: Poll, state: CollectorState, config: CollectorConfig
 ) -> tuple[tuple[Row, ...], CollectorState]:
-    """The rows of `current` (ordered by tgid) and the state after it."""
+    """The rows of `current` (ordered by tgid) and the state after it.
+
+    With `current.changes` relative to `previous`, and `state` what this function returned for
+    `previous`, only the processes that changed, are active in the kernel's counts, are in
+    `state.attended` or are due are looked at: every other one would give no row and keep its
+    state. The rows and the state are the same with the hint as without it."""
     poll_index = state.polls
     interval_ns = current.at.monotonic_ns - previous.at.monotonic_ns if previous is not None else 0
-    before = {p.tgid: p for p in previous.processes} if previous is not None else {}
+    before = _by_tgid(previous) if previous is not None else {}
     cgroups_before = {c.membership: c for c in previous.cgroups} if previous is not None else {}
     cgroups_now = {c.membership: c for c in current.cgroups}
     cgroup_rates: dict[CgroupMembership, CgroupRates | None] = {}
 
     out: list[Row] = []
-    remembered: dict[int, ProcessState] = {}
     watched_memo: dict[CgroupMembership, bool] = {}
     active = set(current.kernel.syscalls) | set(current.kernel.gpu_ioctls) | set(current.gpu.memory_bytes)
     no_rate = 0
@@ -97,7 +114,19 @@ def rows(
     groups: dict[int, tuple[CgroupRates | None, bool, _Where | None]] = {}
     known_processes = state.processes
     idle_every = config.idle_every
-    for sample in sorted(current.processes, key=_tgid):
+    attended: set[int] = set()
+    changes = _usable_changes(previous, current, interval_ns, cgroups_before)
+    if changes is None:
+        remembered: dict[int, ProcessState] = {}
+        looked_at = sorted(current.processes, key=_tgid)
+    else:
+        remembered = dict(known_processes)
+        for tgid in changes.gone:
+            remembered.pop(tgid, None)
+        now = changes.by_tgid
+        wanted = changes.changed | active | state.attended | state.due_at.get(poll_index, frozenset())
+        looked_at = [now[tgid] for tgid in sorted(wanted) if tgid in now]
+    for sample in looked_at:
         tgid = sample.tgid
         known = known_processes.get(tgid)
         if known is None or known.start_ticks != sample.start_ticks:
@@ -138,12 +167,15 @@ def rows(
         rates = ProcessRates.new(sample, last, interval_ns, current.ticks_per_s)
         if rates is None or where is None:
             no_rate += 1
-            remembered[sample.tgid] = known
-            continue
-        row, known = _row(sample, rates, where, current, interval_ns, known, poll_index, config, watched_memo)
-        remembered[sample.tgid] = known
-        if row is not None:
-            out.append(row)
+        else:
+            row, known = _row(
+                sample, rates, where, current, interval_ns, known, poll_index, config, watched_memo
+            )
+            if row is not None:
+                out.append(row)
+        remembered[tgid] = known
+        if _attended(sample, known, is_watched, poll_index + 1, idle_every):
+            attended.add(tgid)
     unplaced = 0
     if interval_ns > 0:
         pending = _short_lived(current, out, config, watched_memo)
@@ -153,6 +185,9 @@ def rows(
                 pending, out, remembered, before, cgroups_now, cgroup_rates, current, interval_ns, poll_index,
                 config, watched_memo, offered,
             )  # fmt: skip
+    due_at = {index: tgids for index, tgids in state.due_at.items() if index > poll_index}
+    if out:
+        due_at[poll_index + idle_every] = frozenset(row.tgid for row in out)
     new_state = CollectorState(
         polls=poll_index + 1,
         processes=remembered,
@@ -160,8 +195,47 @@ def rows(
         dropped=state.dropped + current.dropped,
         written=state.written + len(out),
         short_lived_unplaced=state.short_lived_unplaced + unplaced,
+        attended=frozenset(attended),
+        due_at=due_at,
     )
     return tuple(out), new_state
+
+
+def _usable_changes(
+    previous: Poll | None,
+    current: Poll,
+    interval_ns: int,
+    cgroups_before: Mapping[CgroupMembership, CgroupSample],
+) -> ProcessChanges | None:
+    """`current.changes` when the core may follow them: they are relative to `previous`, time went
+    forward, and no cgroup lost its rates (each of its processes then counts a poll without one)."""
+    changes = current.changes
+    if changes is None or previous is None or changes.since_monotonic_ns != previous.at.monotonic_ns:
+        return None
+    if interval_ns <= 0:
+        return None
+    for cgroup in current.cgroups:
+        if CgroupRates.new(cgroup, cgroups_before.get(cgroup.membership), interval_ns) is None:
+            return None
+    return changes
+
+
+def _attended(
+    sample: ProcessSample, known: ProcessState, is_watched: bool, next_poll: int, idle_every: int
+) -> bool:
+    """Whether an unchanged process must still be looked at in poll `next_poll`: it holds a GPU, or
+    it is watched and its row would be due (never written, or written `idle_every` polls before)."""
+    if sample.gpu_device_fds or (known.gpu is not None and known.gpu.holding):
+        return True
+    last = known.last_written_poll
+    return is_watched and (last is None or next_poll - last > idle_every)
+
+
+def _by_tgid(poll: Poll) -> Mapping[int, ProcessSample]:
+    """The poll's processes by tgid."""
+    if poll.changes is not None:
+        return poll.changes.by_tgid
+    return {p.tgid: p for p in poll.processes}
 
 
 def group_key(membership: CgroupMembership) -> GroupKey:
@@ -203,7 +277,10 @@ def _short_lived(
         return into
 
     syscalls = current.kernel.syscalls
-    for sample in current.processes:
+    now = current.changes.by_tgid if current.changes is not None else None
+    # The processes with counts: found by tgid where the shell gave the map (10,000 idle processes).
+    samples = current.processes if now is None else [now[tgid] for tgid in syscalls if tgid in now]
+    for sample in samples:
         counts = syscalls.get(sample.tgid)
         if counts and sample.tgid not in written:
             folded = fold(sample.cgroups, counts)
@@ -228,16 +305,17 @@ def _offered(
     if not current.netns:
         return {}
     before = {n.inode: n for n in previous.netns} if previous is not None else {}
-    members = {p.tgid: p.cgroups for p in current.processes}
+    members = _by_tgid(current)
     out: dict[GroupKey, Ingress] = {}
     for sample in current.netns:
         value = ingress(sample, before.get(sample.inode), interval_ns, current.kernel)
         if value is None:
             continue
         for tgid in sample.tgids:
-            membership = members.get(tgid)
-            if membership is None:
+            member = members.get(tgid)
+            if member is None:
                 continue
+            membership = member.cgroups
             verdict = watched_memo.get(membership)
             if verdict is None:
                 verdict = watched_memo[membership] = watched(membership, config.watch)
@@ -356,16 +434,17 @@ def _row(
         sample.gpu_device_fds,
         current.at.monotonic_ns,
     )
-    counts = kernel.syscalls.get(tgid, {})
-    idle = rates.cpu_ticks == 0 and not any(counts.values())
-    holding = reading.workload != "no-gpu"
-    write = (
-        force
-        or holding
-        or (
-            watched_memo[sample.cgroups] and due(idle, poll_index, known.last_written_poll, config.idle_every)
+    counts = kernel.syscalls.get(tgid)
+    write = force or reading.workload != "no-gpu"
+    if not write and watched_memo[sample.cgroups]:
+        last_written = known.last_written_poll
+        # due(idle, ...), inlined: this runs for every rated process of every poll
+        write = (
+            last_written is None
+            or poll_index - last_written >= config.idle_every
+            or rates.cpu_ticks != 0
+            or (counts is not None and any(counts.values()))
         )
-    )
     framework_key = (sample.exe, sample.cmdline, sample.libraries)
     if known.framework_key != framework_key:
         framework = config.matcher.match(sample.exe, sample.cmdline, sample.libraries)
@@ -382,7 +461,7 @@ def _row(
         return None, known
     interval_s = interval_ns / NS_PER_S
     cgroup_usage, cgroup_path, container_id = where
-    rx, tx = kernel.net_rx_bytes.get(tgid, 0), kernel.net_tx_bytes.get(tgid, 0)
+    rx, tx = kernel.net_rx_bytes.get(tgid), kernel.net_tx_bytes.get(tgid)
     row = Row(
         unix_ms=current.at.unix_ms,
         tgid=tgid,

@@ -133,12 +133,29 @@ class NetnsSample:
 
 
 @attrs.frozen
+class ProcessChanges:
+    """How a poll's processes differ from those of the poll before it (`since_monotonic_ns`, that
+    poll's `Instant.monotonic_ns`), as the procfs adapter's incremental scan knows it: `changed`
+    holds the tgids whose sample is not the earlier poll's very object (new processes and reused
+    pids among them), `gone` the tgids of the earlier poll that this one lacks. Every other process
+    has the earlier poll's sample, unchanged. `by_tgid` holds this poll's samples by tgid (the
+    same objects as `Poll.processes`). A promise of the shell, so that the core's work per poll
+    follows what moved (`croft.domain.collector.rows`); never recorded in traces."""
+
+    since_monotonic_ns: int
+    changed: frozenset[int]
+    gone: frozenset[int]
+    by_tgid: Mapping[int, ProcessSample] = attrs.field(repr=False)
+
+
+@attrs.frozen
 class Poll:
     """Everything one poll saw. `dropped` counts pids that exited between listing and reading, or
     whose files could not be parsed (a torn read); they are left out of `processes`. `unread` holds
     the syscalls of processes that were not read, by membership (empty in traces recorded before);
     `netns` the network namespaces of the poll's containers (empty in traces recorded before, and
-    where nothing was read)."""
+    where nothing was read); `changes` what changed since the previous poll, when the shell knows
+    (None otherwise; left out of equality, a hint that changes no row)."""
 
     at: Instant
     ticks_per_s: int
@@ -149,3 +166,4 @@ class Poll:
     dropped: int = 0
     unread: tuple[Unread, ...] = ()
     netns: tuple[NetnsSample, ...] = ()
+    changes: ProcessChanges | None = attrs.field(default=None, eq=False, repr=False)

@@ -16,6 +16,7 @@ from typing import Any
 
 import cattrs
 import orjson
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from croft.domain.collector.snapshot import Poll
 
@@ -35,6 +36,15 @@ class TraceError(ValueError):
 
 
 _converter = cattrs.Converter(forbid_extra_keys=True)
+# `Poll.changes` is the shell's hint for the core's work, not something the kernel said: a trace
+# keeps what was read, and a replay's core finds the changes itself.
+_converter.register_unstructure_hook(
+    Poll, make_dict_unstructure_fn(Poll, _converter, changes=override(omit=True))
+)
+_converter.register_structure_hook(
+    Poll,
+    make_dict_structure_fn(Poll, _converter, changes=override(omit=True), _cattrs_forbid_extra_keys=True),
+)
 
 
 def poll_to_json(poll: Poll) -> bytes:
