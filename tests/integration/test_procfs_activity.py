@@ -33,13 +33,28 @@ class Scanner:
     def __init__(self, procfs: ProcFS, incremental: bool) -> None:
         self.procfs = procfs
         self.incremental = incremental
+        self.deltas = 0
+        self._last: dict[int, ProcessSample] | None = None
 
     def scan(
         self, wanted: Wanted, activity: Activity | None, recheck: Collection[int] = ()
     ) -> tuple[ProcessSample, ...]:
         samples = self.procfs.scan(wanted, activity, frozenset(recheck) if self.incremental else None)[0]
         assert [s.tgid for s in samples] == sorted(s.tgid for s in samples)
+        self.check_delta(samples)
         return samples
+
+    def check_delta(self, samples: tuple[ProcessSample, ...]) -> None:
+        """The scan's `delta`, when it gives one, is what changed since the scan before, exactly."""
+        now = by_tgid(samples)
+        delta = self.procfs.delta
+        if delta is not None:
+            assert self.incremental and self._last is not None
+            assert delta.changed == {pid for pid, sample in now.items() if self._last.get(pid) is not sample}
+            assert delta.gone == self._last.keys() - now.keys()
+            assert delta.by_tgid == now and all(delta.by_tgid[pid] is now[pid] for pid in now)
+            self.deltas += 1
+        self._last = now
 
 
 @pytest.fixture(params=[False, True], ids=["every-pid", "incremental"])
@@ -175,6 +190,8 @@ def test_started_and_reaped_processes_are_found_without_listing_proc(proc: Path,
     assert third[new].cpu_ticks == second[new].cpu_ticks + 100
     # No activity (a full map): /proc is listed and everything read.
     assert hidden in by_tgid(procfs.scan(everything, None))
+    # The incremental scans said what they changed (checked in `Scanner.scan`); a full one cannot.
+    assert procfs.deltas == (3 if incremental else 0)
 
 
 def test_a_process_that_vanishes_mid_read_is_dropped_and_read_again(proc: Path, incremental: bool) -> None:
@@ -188,6 +205,7 @@ def test_a_process_that_vanishes_mid_read_is_dropped_and_read_again(proc: Path, 
     samples, dropped = procfs.scan(
         everything, Activity(ran=frozenset({idle})), frozenset() if incremental else None
     )
+    scanner.check_delta(samples)
     assert dropped == 1 and idle not in by_tgid(samples)
     stat.write_bytes(good)
     again = by_tgid(scanner.scan(everything, NOBODY))

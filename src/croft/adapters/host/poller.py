@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from croft.adapters.host.cgroup_ids import subtree_paths, watched_roots
 from croft.adapters.host.cgroupfs import CgroupFS
@@ -19,7 +19,14 @@ from croft.domain.collector.kernel import (
     KernelSource,
 )
 from croft.domain.collector.selection import marked_by_tgid, worth_reading
-from croft.domain.collector.snapshot import CgroupMembership, Instant, Poll, ProcessSample, Unread
+from croft.domain.collector.snapshot import (
+    CgroupMembership,
+    Instant,
+    Poll,
+    ProcessChanges,
+    ProcessSample,
+    Unread,
+)
 
 log = logging.getLogger("croft.poll")
 
@@ -62,7 +69,10 @@ class LiveSource:
         self._gpu = gpu
         self._watch = watch
         self._activity = activity
-        self._memberships: dict[int, CgroupMembership] = {}
+        self._samples: Mapping[int, ProcessSample] = {}  # the previous poll's processes by tgid
+        # The distinct memberships of the previous poll's processes, by id(), with how many hold each.
+        self._held: dict[int, tuple[CgroupMembership, int]] = {}
+        self._last_poll_ns: int | None = None  # the previous poll's time, when it was returned
         self._roots: dict[int, str] = {}
         self._cgroup_paths: dict[int, str] = {}
         self._gpu_before: frozenset[int] = frozenset()
@@ -70,16 +80,21 @@ class LiveSource:
         self.select()
 
     def select(
-        self, processes: tuple[ProcessSample, ...] = (), gpu_tgids: frozenset[int] = frozenset()
+        self,
+        processes: tuple[ProcessSample, ...] = (),
+        gpu_tgids: frozenset[int] = frozenset(),
+        memberships: Collection[CgroupMembership] | None = None,
     ) -> None:
-        """Tell the kernel what to count from now on."""
+        """Tell the kernel what to count from now on (`memberships`: those of `processes`, when known)."""
         mount = self._cgroupfs.unified
         if mount is not None and self._watch:
             self._roots = watched_roots(mount, self._watch)
         self._kernel.select(
             KernelSelection(
                 cgroup_ids=frozenset(self._roots),
-                tgids=marked_by_tgid(processes, self._watch, gpu_tgids, has_v2=mount is not None),
+                tgids=marked_by_tgid(
+                    processes, self._watch, gpu_tgids, has_v2=mount is not None, memberships=memberships
+                ),
             )
         )
 
@@ -100,6 +115,7 @@ class LiveSource:
                 verdict = verdicts[id(membership)] = worth_reading(tgid, membership, watch, gpu_tgids)
             return verdict
 
+        since_ns, self._last_poll_ns = self._last_poll_ns, None  # set again once this poll is made
         if self._activity is not None:
             # `wanted` changes its verdict only for GPU holders (a membership's stays): the scan
             # looks again at those of this poll and the last, and at what changed.
@@ -108,14 +124,19 @@ class LiveSource:
             processes, dropped = self._procfs.scan(wanted, self._activity.activity(), recheck)
         else:
             processes, dropped = self._procfs.scan(wanted)
-        memberships = {p.tgid: p.cgroups for p in processes}
-        unread = self._unread(kernel, memberships)
-        self._memberships = memberships
+        delta = self._procfs.delta
+        changes = None
+        if delta is not None and since_ns is not None:
+            changes = ProcessChanges(since_ns, delta.changed, delta.gone, delta.by_tgid)
+        by_tgid = changes.by_tgid if changes is not None else {p.tgid: p for p in processes}
+        unread = self._unread(kernel, by_tgid)
+        memberships = self._hold(processes, changes)
+        self._samples = by_tgid
         holders = gpu_tgids | {p.tgid for p in processes if p.gpu_device_fds}
-        self.select(processes, frozenset(holders))
-        cgroups = self._cgroupfs.read_all(p.cgroups for p in processes)
+        self.select(processes, frozenset(holders), memberships)
+        cgroups = self._cgroupfs.read_all(memberships)
         netns = self._netns.read(processes) if self._netns is not None else ()
-        return Poll(
+        poll = Poll(
             at=at,
             ticks_per_s=self._procfs.ticks_per_s,
             processes=processes,
@@ -125,9 +146,46 @@ class LiveSource:
             dropped=dropped,
             unread=unread,
             netns=netns,
+            changes=changes,
         )
+        self._last_poll_ns = at.monotonic_ns
+        return poll
 
-    def _unread(self, kernel: KernelSample, read: Mapping[int, CgroupMembership]) -> tuple[Unread, ...]:
+    def _hold(
+        self, processes: tuple[ProcessSample, ...], changes: ProcessChanges | None
+    ) -> list[CgroupMembership]:
+        """The distinct memberships of `processes` (by object: procfs shares one per cgroup), kept
+        with a count of their processes and moved by `changes` when known, so an unchanged poll
+        does not walk every process."""
+        held = self._held
+        if changes is None:
+            held.clear()
+            for process in processes:
+                key = id(process.cgroups)
+                entry = held.get(key)
+                held[key] = (process.cgroups, 1 if entry is None else entry[1] + 1)
+        else:
+
+            def move(membership: CgroupMembership, by: int) -> None:
+                key = id(membership)
+                entry = held.get(key)
+                count = by if entry is None else entry[1] + by
+                if count:
+                    held[key] = (membership, count)
+                else:
+                    del held[key]
+
+            before, now = self._samples, changes.by_tgid
+            for tgid in changes.gone:
+                move(before[tgid].cgroups, -1)
+            for tgid in changes.changed:
+                was = before.get(tgid)
+                if was is not None:
+                    move(was.cgroups, -1)
+                move(now[tgid].cgroups, 1)
+        return [membership for membership, _ in held.values()]
+
+    def _unread(self, kernel: KernelSample, read: Mapping[int, ProcessSample]) -> tuple[Unread, ...]:
         tgids: dict[CgroupMembership, int] = {}
         counts: dict[CgroupMembership, dict[str, int]] = {}
         lost = 0
@@ -139,7 +197,8 @@ class LiveSource:
                 return None
             if group & GROUP_ORIGIN:
                 origin = group & ~GROUP_ORIGIN
-                return read.get(origin) or self._memberships.get(origin)
+                sample = read.get(origin) or self._samples.get(origin)
+                return None if sample is None else sample.cgroups
             path = self._cgroup_paths.get(group)
             if path is None and not walked and self._cgroupfs.unified is not None:
                 walked = True
@@ -160,7 +219,12 @@ class LiveSource:
         for tgid, syscalls in kernel.syscalls.items():
             if tgid in read:
                 continue
-            add(self._memberships.get(tgid) or membership_of_group(kernel.groups.get(tgid)), syscalls, 1)
+            last = self._samples.get(tgid)
+            add(
+                last.cgroups if last is not None else membership_of_group(kernel.groups.get(tgid)),
+                syscalls,
+                1,
+            )
         for group, syscalls in kernel.spilled.items():
             add(membership_of_group(group), syscalls, 0)
         if lost:

@@ -26,7 +26,8 @@ between listing and reading, or whose file is torn, is dropped for that poll and
 With `recheck` as well, a poll costs what changed, not what is there (10,000 idle processes): the
 samples returned last poll are kept by pid, and only the processes that ran, moved, started, are
 due for their check, were dropped last poll or are in `recheck` are looked at; every other process
-keeps its place (returned or not) and its sample. The caller promises that `wanted` gives the same
+keeps its place (returned or not) and its sample. Such a scan says what it changed (`ProcFS.delta`),
+so that the poll after it can follow that too. The caller promises that `wanted` gives the same
 verdict as the previous poll for every process that did not change, but those in `recheck`.
 
 Paths are plain strings joined by hand: this runs for thousands of pids every 2 s.
@@ -35,7 +36,7 @@ Paths are plain strings joined by hand: this runs for thousands of pids every 2 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 
 import attrs
@@ -111,6 +112,17 @@ class _Maps:
     libraries: tuple[str, ...]
 
 
+@attrs.frozen
+class ScanDelta:
+    """What an incremental scan changed in what the scan before it returned: the pids whose sample
+    is another object (new ones too), the pids no longer returned, and the samples returned now by
+    pid (a copy)."""
+
+    changed: frozenset[int]
+    gone: frozenset[int]
+    by_tgid: Mapping[int, ProcessSample]
+
+
 class ProcFS:
     """The process side of a poll. `gpu_device_prefixes` (e.g. `/dev/nvidia`) turns on the scan of
     every process's open files for GPU devices; leave it empty on hosts without such devices.
@@ -146,6 +158,7 @@ class ProcFS:
         self._returned: dict[int, ProcessSample] | None = None
         self._due: list[set[int]] = []
         self._retry: set[int] = set()
+        self.delta: ScanDelta | None = None
 
     @property
     def ticks_per_s(self) -> int:
@@ -164,6 +177,7 @@ class ProcFS:
         mid-read. With `activity`, processes that neither ran nor moved are not read; with `recheck`
         too, only what changed is looked at (see the module docstring)."""
         self._poll += 1
+        self.delta = None
         if recheck is None:
             self._returned = None
         elif activity is not None and self._returned is not None:
@@ -260,10 +274,12 @@ class ProcFS:
                 for pid in activity.started | activity.ran
                 if (pid not in known or pid in gone) and os.path.isdir(f"{self._root}/{pid}")  # noqa: PTH112
             }
+        left: list[int] = []  # pids returned last poll and taken out
         for pid in gone:
             known.discard(pid)
             due[pid % every].discard(pid)
-            returned.pop(pid, None)
+            if returned.pop(pid, None) is not None:
+                left.append(pid)
             self._forget(pid)
         for pid in new:
             known.add(pid)
@@ -273,6 +289,7 @@ class ProcFS:
         # Looked at without a read unless needed: those due for their check, and `recheck`.
         look = (due[-self._poll % every] | known.intersection(recheck)) - read
         retry: set[int] = set()
+        changed: set[int] = set()
         unsorted = False
         last_pid = next(reversed(returned), -1)
         moved = activity.moved
@@ -286,20 +303,30 @@ class ProcFS:
                     kept = self._sample(pid, wanted, pid in moved)
                 except (Unparsable, *_GONE):
                     retry.add(pid)
-                    returned.pop(pid, None)
+                    if returned.pop(pid, None) is not None:
+                        left.append(pid)
                     self._unchanged.pop(pid, None)
                     continue
             if kept is None:
-                returned.pop(pid, None)
+                if returned.pop(pid, None) is not None:
+                    left.append(pid)
                 continue
-            if pid not in returned:
+            was = returned.get(pid)
+            if was is None:
                 if pid < last_pid:
                     unsorted = True
                 last_pid = max(last_pid, pid)
-            returned[pid] = kept
+            if was is not kept:
+                changed.add(pid)
+                returned[pid] = kept
         if unsorted:
             self._returned = returned = dict(sorted(returned.items()))
         self._retry = retry
+        self.delta = ScanDelta(
+            changed=frozenset(changed),
+            gone=frozenset(pid for pid in left if pid not in returned),
+            by_tgid=dict(returned),
+        )
         return tuple(returned.values()), len(retry)
 
     def _kept(self, pid: int, wanted: Wanted) -> ProcessSample | _Read | None:

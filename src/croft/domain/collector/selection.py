@@ -37,15 +37,23 @@ def could_contain(path: str, prefixes: tuple[str, ...]) -> bool:
 
 
 def marked_by_tgid(
-    processes: Iterable[ProcessSample], prefixes: tuple[str, ...], gpu_tgids: Collection[int], has_v2: bool
+    processes: Iterable[ProcessSample],
+    prefixes: tuple[str, ...],
+    gpu_tgids: Collection[int],
+    has_v2: bool,
+    memberships: Iterable[CgroupMembership] | None = None,
 ) -> frozenset[int]:
     """The processes the kernel must count by tgid because their cgroup-v2 path does not make them
     watched: GPU holders (written whatever their cgroup), and watched processes whose match is on a
-    cgroup-v1 path only (hybrid and v1 hosts). The rest are counted by cgroup id."""
+    cgroup-v1 path only (hybrid and v1 hosts). The rest are counted by cgroup id. `memberships`,
+    when given, are the distinct membership objects of `processes` (the shell keeps them)."""
     marked = set(gpu_tgids)
     processes = tuple(processes)
     # By id(): processes of one cgroup share one membership object; most polls have none to mark.
-    distinct = {id(process.cgroups): process.cgroups for process in processes}
+    if memberships is None:
+        distinct = {id(process.cgroups): process.cgroups for process in processes}
+    else:
+        distinct = {id(membership): membership for membership in memberships}
     verdicts = {
         key: watched(membership, prefixes)
         and not (has_v2 and membership.unified is not None and matches(membership.unified, prefixes))
