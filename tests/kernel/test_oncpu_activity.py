@@ -13,13 +13,18 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import attrs
 import pytest
 
 from croft.adapters.host.bcc_source import BccKernelSource
 from croft.adapters.host.cgroupfs import CgroupFS
+from croft.adapters.host.clock import SystemClock
+from croft.adapters.host.poller import LiveSource, UnavailableGpu
 from croft.adapters.host.procfs import ProcFS
+from croft.app.bootstrap import Settings, collector_config
 from croft.domain.collector.kernel import Activity
-from croft.domain.collector.snapshot import CgroupMembership, ProcessSample
+from croft.domain.collector.rows import CollectorState, rows
+from croft.domain.collector.snapshot import CgroupMembership, Poll, ProcessSample
 from tests.helpers.burst import scratch_cgroup
 
 pytestmark = [pytest.mark.root, pytest.mark.bpf]
@@ -114,6 +119,12 @@ def test_a_filtered_scan_returns_what_a_full_scan_reads(kernel: BccKernelSource,
                 got = by_tgid(filtered.scan(wanted, activity)[0])
                 kept = by_tgid(incremental.scan(wanted, tracked, frozenset())[0])
                 truth = by_tgid(full.scan(wanted)[0])
+                if previous_kept:  # the incremental scan says what it changed (the core follows it)
+                    delta = incremental.delta
+                    assert delta is not None
+                    assert delta.changed == {p for p, s in kept.items() if previous_kept.get(p) is not s}
+                    assert delta.gone == previous_kept.keys() - kept.keys()
+                    assert delta.by_tgid == kept
                 marks = kernel.activity()  # what ran while the three scans were made
                 assert marks is not None
                 assert got.keys() == kept.keys() == truth.keys() == mine
@@ -279,3 +290,51 @@ def test_tasks_taking_turns_on_a_cpu_are_marked_again_after_each_drain(kernel: B
         pair.kill()
         pair.wait(timeout=10)
         pair.stdout.close()
+
+
+def test_the_live_poll_s_hint_gives_the_rows_of_the_full_pass(
+    kernel: BccKernelSource, unified: Path, tmp_path: Path
+) -> None:
+    """The whole shell (LiveSource with bpf/oncpu.c) hands the core `Poll.changes`; the core that
+    follows them writes, poll after poll, the rows and keeps the state of the core that looks at
+    every process. Sleepers (due for a row every 3 polls), a waker, a hog, processes ended and
+    started mid-way, and a sleeper moved to another cgroup. The cgroups read are those of the
+    processes returned, kept without walking them."""
+    name = f"croft-test-hint-{os.getpid()}"
+    config = attrs.evolve(collector_config(Settings(dataset=tmp_path / "d.jsonl", watch=name)), idle_every=3)
+    with scratch_cgroup(unified, name) as path, scratch_cgroup(unified, f"{name}-b") as other:
+        group = Group(path)
+        try:
+            sleepers = [group.start("sleep", "1000") for _ in range(12)]
+            group.start(sys.executable, "-c", WAKER)
+            group.start(sys.executable, "-c", HOG)
+            time.sleep(0.5)
+            source = LiveSource(ProcFS(), CgroupFS(), kernel, UnavailableGpu(), (name,), activity=kernel)
+            clock = SystemClock()
+            hinted_state = full_state = CollectorState()
+            previous: Poll | None = None
+            previous_full: Poll | None = None
+            hinted_polls = written = 0
+            for index in range(14):
+                poll = source.poll(clock.now())
+                if poll.changes is not None:
+                    hinted_polls += 1
+                    assert poll.changes.by_tgid == {p.tgid: p for p in poll.processes}
+                assert {c.membership for c in poll.cgroups} == {p.cgroups for p in poll.processes}
+                whole = attrs.evolve(poll, changes=None)
+                hinted, hinted_state = rows(previous, poll, hinted_state, config)
+                full, full_state = rows(previous_full, whole, full_state, config)
+                assert hinted == full, f"poll {index}: the hinted rows differ"
+                assert hinted_state == full_state, f"poll {index}: the hinted state differs"
+                written += len(hinted)
+                previous, previous_full = poll, whole
+                if index == 4:
+                    group.end({sleepers[0], sleepers[1]})
+                    sleepers.append(group.start("sleep", "1000"))
+                if index == 8:
+                    (other / "cgroup.procs").write_text(f"{sleepers[2]}\n")
+                time.sleep(0.2)
+        finally:
+            group.close()
+    assert hinted_polls >= 12  # every poll but the first followed the hint
+    assert written > 14  # the hog and waker each poll, the sleepers when due
