@@ -156,7 +156,8 @@ def rows(
             and (known.gpu is None or not known.gpu.holding)
             and not (
                 is_watched
-                # due(idle=True, ...), inlined: this runs for every idle process of every poll
+                # an idle watched process is due when never written or written idle_every polls ago
+                # (selection's rule; inlined: this runs for every idle process of every poll)
                 and (known.last_written_poll is None or poll_index - known.last_written_poll >= idle_every)
             )
         ):
@@ -438,7 +439,8 @@ def _row(
     write = force or reading.workload != "no-gpu"
     if not write and watched_memo[sample.cgroups]:
         last_written = known.last_written_poll
-        # due(idle, ...), inlined: this runs for every rated process of every poll
+        # written when busy, never written, or last written idle_every polls ago (selection's
+        # rule; inlined: this runs for every rated process of every poll)
         write = (
             last_written is None
             or poll_index - last_written >= config.idle_every

@@ -82,9 +82,3 @@ def worth_reading(
     """Whether the shell reads a process in full this poll: it is watched, or eBPF or NVML says it
     touches a GPU. (Open GPU device files are checked by the shell itself.)"""
     return tgid in gpu_tgids or watched(membership, prefixes)
-
-
-def due(idle: bool, poll_index: int, last_written_poll: int | None, every: int = IDLE_EVERY) -> bool:
-    """Whether a watched process is written this poll: always when busy, and when idle only if it
-    was never written or its last row is at least `every` polls old."""
-    return not idle or last_written_poll is None or poll_index - last_written_poll >= every
