@@ -4,7 +4,8 @@ For N idle processes (100, 1000, 3000) in a watched cgroup of their own, both si
 pids back to back, interleaved, and their CPU time (user + system of this process) is compared:
 
 - croft: one whole poll through the real shell and core: list /proc, stat of every pid, the
-  watched pids' status/io/schedstat, cgroupfs, the core's rows, encoding, appending to a file
+  watched pids' status/io/schedstat, cgroupfs, the network namespaces (as `croft run`: each one's
+  /proc/<pid>/net files), the core's rows, encoding, appending to a file
   (eBPF and NVML are left out: their cost is measured by benchmarks/ebpf_overhead.py);
 - bare: open+read+close of stat, status, io and schedstat for the N pids, nothing parsed;
 - croft + oncpu: the same poll with the kernel's activity filter (bpf/oncpu.c loaded by
@@ -34,6 +35,7 @@ sys.path.insert(0, str(REPO))
 from tests.helpers.workload import OwnCgroup  # noqa: E402
 
 from croft.adapters.host.cgroupfs import CgroupFS  # noqa: E402
+from croft.adapters.host.netns import NetnsFS  # noqa: E402
 from croft.adapters.host.poller import LiveSource, UnavailableGpu  # noqa: E402
 from croft.adapters.host.procfs import ProcFS  # noqa: E402
 from croft.app.bootstrap import load_catalog  # noqa: E402
@@ -106,10 +108,10 @@ def measure(
         pids = start_idle(group, size)
         watch = (group.name,)
         config = CollectorConfig(watch=watch, matcher=Matcher(load_catalog(None)))
-        arms = {"croft": LiveSource(ProcFS(), CgroupFS(), NoKernel(), UnavailableGpu(), watch)}
+        arms = {"croft": LiveSource(ProcFS(), CgroupFS(), NoKernel(), UnavailableGpu(), watch, NetnsFS())}
         if activity is not None:
             arms["filtered"] = LiveSource(
-                ProcFS(), CgroupFS(), NoKernel(), UnavailableGpu(), watch, activity=activity
+                ProcFS(), CgroupFS(), NoKernel(), UnavailableGpu(), watch, NetnsFS(), activity=activity
             )
         pipelines = {
             arm: Pipeline(config, PlainAppendSink(Path(tmp) / f"{arm}-dataset.jsonl")) for arm in arms

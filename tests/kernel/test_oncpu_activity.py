@@ -19,6 +19,7 @@ import pytest
 from croft.adapters.host.bcc_source import BccKernelSource
 from croft.adapters.host.cgroupfs import CgroupFS
 from croft.adapters.host.clock import SystemClock
+from croft.adapters.host.netns import NetnsFS, netns_inode
 from croft.adapters.host.poller import LiveSource, UnavailableGpu
 from croft.adapters.host.procfs import ProcFS
 from croft.app.bootstrap import Settings, collector_config
@@ -298,8 +299,10 @@ def test_the_live_poll_s_hint_gives_the_rows_of_the_full_pass(
     """The whole shell (LiveSource with bpf/oncpu.c) hands the core `Poll.changes`; the core that
     follows them writes, poll after poll, the rows and keeps the state of the core that looks at
     every process. Sleepers (due for a row every 3 polls), a waker, a hog, processes ended and
-    started mid-way, and a sleeper moved to another cgroup. The cgroups read are those of the
-    processes returned, kept without walking them."""
+    started mid-way, a sleeper moved to another cgroup, and sleepers in network namespaces of their
+    own (one holds two), one started and one ended mid-way. The cgroups read are those of the
+    processes returned, and the namespaces those a full placing of them finds, both kept without
+    walking them."""
     name = f"croft-test-hint-{os.getpid()}"
     config = attrs.evolve(collector_config(Settings(dataset=tmp_path / "d.jsonl", watch=name)), idle_every=3)
     with scratch_cgroup(unified, name) as path, scratch_cgroup(unified, f"{name}-b") as other:
@@ -308,8 +311,14 @@ def test_the_live_poll_s_hint_gives_the_rows_of_the_full_pass(
             sleepers = [group.start("sleep", "1000") for _ in range(12)]
             group.start(sys.executable, "-c", WAKER)
             group.start(sys.executable, "-c", HOG)
+            isolated = [group.start("unshare", "-n", "sleep", "1000") for _ in range(2)]
+            shared = group.start("unshare", "-n", "sh", "-c", "sleep 1000 & exec sleep 1000")
             time.sleep(0.5)
-            source = LiveSource(ProcFS(), CgroupFS(), kernel, UnavailableGpu(), (name,), activity=kernel)
+            netns, whole_netns = NetnsFS(), NetnsFS()
+            own_netns = netns_inode(str(Path("/proc/self/ns/net").readlink()))
+            source = LiveSource(
+                ProcFS(), CgroupFS(), kernel, UnavailableGpu(), (name,), netns, activity=kernel
+            )
             clock = SystemClock()
             hinted_state = full_state = CollectorState()
             previous: Poll | None = None
@@ -321,6 +330,10 @@ def test_the_live_poll_s_hint_gives_the_rows_of_the_full_pass(
                     hinted_polls += 1
                     assert poll.changes.by_tgid == {p.tgid: p for p in poll.processes}
                 assert {c.membership for c in poll.cgroups} == {p.cgroups for p in poll.processes}
+                assert poll.netns == whole_netns.read(poll.processes), f"poll {index}: namespaces"
+                # two sleepers alone (one replaced mid-way), two together (one ended mid-way),
+                # beside this test's own
+                assert len({n.inode for n in poll.netns} - {own_netns}) == 3
                 whole = attrs.evolve(poll, changes=None)
                 hinted, hinted_state = rows(previous, poll, hinted_state, config)
                 full, full_state = rows(previous_full, whole, full_state, config)
@@ -331,6 +344,8 @@ def test_the_live_poll_s_hint_gives_the_rows_of_the_full_pass(
                 if index == 4:
                     group.end({sleepers[0], sleepers[1]})
                     sleepers.append(group.start("sleep", "1000"))
+                    group.end({isolated[0], shared})  # the shared namespace keeps its other sleeper
+                    group.start("unshare", "-n", "sleep", "1000")
                 if index == 8:
                     (other / "cgroup.procs").write_text(f"{sleepers[2]}\n")
                 time.sleep(0.2)

@@ -28,7 +28,7 @@ from croft.domain.collector.netparse import (
     parse_tcp_queues,
 )
 from croft.domain.collector.procparse import Unparsable
-from croft.domain.collector.snapshot import NetnsSample, ProcessSample
+from croft.domain.collector.snapshot import NetnsSample, ProcessChanges, ProcessSample
 
 log = logging.getLogger("croft.netns")
 
@@ -55,6 +55,8 @@ class NetnsFS:
         self._root = str(root)
         self._addresses_every = addresses_every
         self._inodes: dict[int, tuple[int, int | None]] = {}  # pid: (start ticks, netns inode)
+        self._members: dict[int, set[int]] = {}  # netns inode: the pids placed in it
+        self._tgids: dict[int, tuple[int, ...]] = {}  # netns inode: its pids ascending, while unchanged
         self._addresses: dict[int, _Addresses] = {}
         self._poll = 0
 
@@ -64,31 +66,63 @@ class NetnsFS:
         except OSError:
             return None
 
-    def read(self, processes: tuple[ProcessSample, ...]) -> tuple[NetnsSample, ...]:
-        """The namespaces of `processes` (but the host's), by inode."""
+    def read(
+        self, processes: tuple[ProcessSample, ...], changes: ProcessChanges | None = None
+    ) -> tuple[NetnsSample, ...]:
+        """The namespaces of `processes` (but the host's), by inode. `changes`, when given, are
+        relative to the processes of the previous call: only the processes they name are placed
+        again (10,000 idle processes a poll), and the namespaces are those a full placing gives."""
         self._poll += 1
         host = self._inode(1)
-        members: dict[int, list[int]] = {}
-        seen: dict[int, tuple[int, int | None]] = {}
-        for process in processes:
-            cached = self._inodes.get(process.tgid)
-            if cached is None or cached[0] != process.start_ticks:
-                cached = (process.start_ticks, self._inode(process.tgid))
-            seen[process.tgid] = cached
-            inode = cached[1]
-            if inode is not None and inode != host:
-                members.setdefault(inode, []).append(process.tgid)
-        self._inodes = seen
+        if changes is None:
+            cached, self._inodes, self._members, self._tgids = self._inodes, {}, {}, {}
+            for process in processes:
+                self._enter(process, cached.get(process.tgid))
+        else:
+            for tgid in changes.gone:
+                self._leave(tgid)
+            now = changes.by_tgid
+            for tgid in changes.changed:
+                process, known = now[tgid], self._inodes.get(tgid)
+                if known is None or known[0] != process.start_ticks:
+                    self._leave(tgid)
+                    self._enter(process, None)
+        members = self._members
         out: list[NetnsSample] = []
         for inode in sorted(members):
-            tgids = sorted(members[inode])
+            if inode == host:
+                continue
+            tgids = self._tgids.get(inode)
+            if tgids is None:
+                tgids = self._tgids[inode] = tuple(sorted(members[inode]))
             sample = self._sample(inode, tgids)
             if sample is not None:
                 out.append(sample)
         self._addresses = {inode: a for inode, a in self._addresses.items() if inode in members}
         return tuple(out)
 
-    def _sample(self, inode: int, tgids: list[int]) -> NetnsSample | None:
+    def _enter(self, process: ProcessSample, cached: tuple[int, int | None] | None) -> None:
+        """Place `process` in its namespace (the cached inode when it is of the same process)."""
+        if cached is None or cached[0] != process.start_ticks:
+            cached = (process.start_ticks, self._inode(process.tgid))
+        self._inodes[process.tgid] = cached
+        inode = cached[1]
+        if inode is not None:
+            self._members.setdefault(inode, set()).add(process.tgid)
+            self._tgids.pop(inode, None)
+
+    def _leave(self, tgid: int) -> None:
+        known = self._inodes.pop(tgid, None)
+        if known is None or known[1] is None:
+            return
+        inode = known[1]
+        members = self._members[inode]
+        members.discard(tgid)
+        if not members:
+            del self._members[inode]
+        self._tgids.pop(inode, None)
+
+    def _sample(self, inode: int, tgids: tuple[int, ...]) -> NetnsSample | None:
         for tgid in tgids:
             base = f"{self._root}/{tgid}/net/"
             try:
@@ -104,7 +138,7 @@ class NetnsFS:
                 continue
             return NetnsSample(
                 inode=inode,
-                tgids=tuple(tgids),
+                tgids=tgids,
                 passive_opens=snmp.get("Tcp.PassiveOpens", 0),
                 in_segs=snmp.get("Tcp.InSegs", 0),
                 listen_drops=netstat.get("TcpExt.ListenDrops", 0),

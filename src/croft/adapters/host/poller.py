@@ -135,7 +135,7 @@ class LiveSource:
         holders = gpu_tgids | {p.tgid for p in processes if p.gpu_device_fds}
         self.select(processes, frozenset(holders), memberships)
         cgroups = self._cgroupfs.read_all(memberships)
-        netns = self._netns.read(processes) if self._netns is not None else ()
+        netns = self._netns.read(processes, changes) if self._netns is not None else ()
         poll = Poll(
             at=at,
             ticks_per_s=self._procfs.ticks_per_s,
