@@ -312,11 +312,13 @@ def _offered(
         value = ingress(sample, before.get(sample.inode), interval_ns, current.kernel)
         if value is None:
             continue
+        seen: set[int] = set()  # id() of the memberships met: the processes of a cgroup share one
         for tgid in sample.tgids:
             member = members.get(tgid)
-            if member is None:
+            if member is None or id(member.cgroups) in seen:
                 continue
             membership = member.cgroups
+            seen.add(id(membership))
             verdict = watched_memo.get(membership)
             if verdict is None:
                 verdict = watched_memo[membership] = watched(membership, config.watch)
