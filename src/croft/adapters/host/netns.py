@@ -6,8 +6,11 @@ lowest pid: `net/snmp`, `net/netstat`, `net/dev`, `net/tcp` and `net/tcp6` every
 addresses (`net/fib_trie`, `net/if_inet6`) every `addresses_every` polls. A namespace none of whose
 processes can be read this poll (all exited, a torn file) is left out of the poll, never an error.
 
-Reading `net/tcp` walks the kernel's socket hash for that namespace's sockets: its cost grows with
-the host's sockets, once per namespace and poll.
+Reading `net/tcp` (and `net/tcp6`) walks every bucket of the kernel's established-socket hash, which
+all namespaces share unless `net.ipv4.tcp_child_ehash_entries` gives new ones their own: its cost
+is the hash's size, not the namespace's sockets, once per file, namespace and poll (262,144 buckets
+on a 24 GB host: 2.3 ms a file, about 5 ms a namespace and poll, the most of a poll on a node of
+many pods).
 """
 
 from __future__ import annotations
