@@ -330,7 +330,10 @@ def test_the_live_poll_s_hint_gives_the_rows_of_the_full_pass(
                     hinted_polls += 1
                     assert poll.changes.by_tgid == {p.tgid: p for p in poll.processes}
                 assert {c.membership for c in poll.cgroups} == {p.cgroups for p in poll.processes}
-                assert poll.netns == whole_netns.read(poll.processes), f"poll {index}: namespaces"
+                # the sleepers' own namespaces are idle: both reads see the same counters (this
+                # test's own namespace, busy with the machine's traffic, is left out)
+                placed = tuple(n for n in whole_netns.read(poll.processes) if n.inode != own_netns)
+                assert tuple(n for n in poll.netns if n.inode != own_netns) == placed, f"poll {index}"
                 # two sleepers alone (one replaced mid-way), two together (one ended mid-way),
                 # beside this test's own
                 assert len({n.inode for n in poll.netns} - {own_netns}) == 3

@@ -9,7 +9,15 @@ from hypothesis import strategies as st
 
 from croft.domain.collector.kernel import GpuHolders, GpuIoctls, KernelSample
 from croft.domain.collector.rows import CollectorState, rows
-from croft.domain.collector.snapshot import CgroupMembership, Instant, Poll, ProcessChanges, ProcessSample
+from croft.domain.collector.snapshot import (
+    CgroupMembership,
+    Instant,
+    NetnsSample,
+    Poll,
+    ProcessChanges,
+    ProcessSample,
+    Unread,
+)
 from croft.domain.collector.trace import poll_from_json, poll_to_json
 from tests.helpers.snapshots import HOST, WATCHED, cgroup, config, proc
 
@@ -30,6 +38,8 @@ steps = st.lists(
         st.sets(st.sampled_from(TGIDS), max_size=1),  # NVML holders
         st.sampled_from((2.0, 2.0, 2.0, 0.0, 3.5)),  # seconds since the previous poll
         st.booleans(),  # a cgroup recreated (its counters go back)
+        st.sets(st.sampled_from(range(len(MEMBERSHIPS))), max_size=2),  # unread syscalls, by membership
+        st.tuples(st.sets(st.sampled_from(TGIDS), max_size=4), st.integers(0, 3)),  # a namespace
     ),
     min_size=1,
     max_size=24,
@@ -62,13 +72,31 @@ def step(sample: ProcessSample | None, tgid: int, action: str, seed: int) -> Pro
     return None
 
 
+def netns(tgids: list[int], opens: int) -> NetnsSample:
+    """The one pod namespace of a trace: `opens` connections accepted so far."""
+    return NetnsSample(
+        inode=4026532000,
+        tgids=tuple(tgids),
+        passive_opens=opens,
+        in_segs=3 * opens,
+        listen_drops=0,
+        rx_bytes=100 * opens,
+        rx_packets=3 * opens,
+        listen_backlog=0,
+        unread_bytes=0,
+    )
+
+
 def polls_of(trace: list[tuple]) -> list[Poll]:
     """The polls of a drawn trace, each with the true `ProcessChanges` since the one before."""
     polls: list[Poll] = []
     table: dict[int, ProcessSample] = {}
     second = 0.0
     cpu_ns = 10_000_000_000
-    for seed, (actions, syscalls, ioctls, nvml, gap_s, recreated) in enumerate(trace):
+    opens = 0
+    for seed, (actions, syscalls, ioctls, nvml, gap_s, recreated, *more) in enumerate(trace):
+        unread, (in_netns, accepted) = more if more else (set(), (set(), 0))
+        opens += accepted
         before = dict(table)
         for tgid, action in zip(TGIDS, actions, strict=True):
             moved = step(table.get(tgid), tgid, action, seed)
@@ -101,6 +129,10 @@ def polls_of(trace: list[tuple]) -> list[Poll]:
                     },
                 ),
                 gpu=GpuHolders(memory_bytes=dict.fromkeys(nvml, 1 << 30), available=True),
+                unread=tuple(Unread(MEMBERSHIPS[i], 1, {"execve": 1}) for i in sorted(unread)),
+                netns=(netns(sorted(t for t in in_netns if t in table), opens),)
+                if in_netns & table.keys()
+                else (),
                 changes=changes,
             )
         )
@@ -171,3 +203,22 @@ def test_traces_keep_what_was_read_not_the_hint() -> None:
     assert b"changes" not in line and b"by_tgid" not in line
     back = poll_from_json(line)
     assert back == polls[1] and back.changes is None
+
+
+def test_a_container_s_short_lived_syscalls_find_a_carrier_when_none_of_its_processes_changed() -> None:
+    """Every process of the watched cgroup is idle and not due, and short-lived processes of that
+    cgroup made syscalls (`Poll.unread`), or its namespace accepted connections: the full pass
+    writes one of its processes to carry them; so must the hinted core, which looked at none of
+    them (found on the live node: the carrier needs its cgroup's rates, which only a looked-at
+    process computed)."""
+    keep = ["keep"] * len(TGIDS)
+    trace = [(["ran"] * len(TGIDS), set(), set(), set(), 2.0, False)]
+    trace += [(keep, set(), set(), set(), 2.0, False)] * 3
+    trace += [(keep, set(), set(), set(), 2.0, False, {0}, (set(), 0))]  # unread in WATCHED
+    trace += [(keep, set(), set(), set(), 2.0, False, set(), ({102, 105}, 0))]
+    trace += [(keep, set(), set(), set(), 2.0, False, set(), ({102, 105}, 2))]  # accepted 2
+    polls = polls_of(trace)
+    hinted = replay(polls, hinted=True, idle_every=15)
+    assert hinted == replay(polls, hinted=False, idle_every=15)
+    carriers = [[row.tgid for row in got] for got, _ in hinted[4:]]
+    assert carriers[0] and carriers[2], "a carrier row was written for the unread syscalls and the ingress"

@@ -183,8 +183,8 @@ def rows(
         offered = _offered(previous, current, interval_ns, config, watched_memo)
         if pending or offered:
             unplaced = _place_short_lived(
-                pending, out, remembered, before, cgroups_now, cgroup_rates, current, interval_ns, poll_index,
-                config, watched_memo, offered,
+                pending, out, remembered, before, cgroups_now, cgroups_before, cgroup_rates, current,
+                interval_ns, poll_index, config, watched_memo, offered,
             )  # fmt: skip
     due_at = {index: tgids for index, tgids in state.due_at.items() if index > poll_index}
     if out:
@@ -333,6 +333,7 @@ def _place_short_lived(
     remembered: dict[int, ProcessState],
     before: Mapping[int, ProcessSample],
     cgroups_now: Mapping[CgroupMembership, CgroupSample],
+    cgroups_before: Mapping[CgroupMembership, CgroupSample],
     cgroup_rates: dict[CgroupMembership, CgroupRates | None],
     current: Poll,
     interval_ns: int,
@@ -364,9 +365,21 @@ def _place_short_lived(
         )
         for sample in candidates:
             key = group_key(sample.cgroups)
-            if key in carriers or not watched_memo.get(sample.cgroups, False):
+            membership = sample.cgroups
+            if key in carriers:
                 continue
-            group_rates = cgroup_rates.get(sample.cgroups)
+            # The memos hold what the processes looked at this poll found; with the shell's hint a
+            # candidate's cgroup may have had none of them.
+            verdict = watched_memo.get(membership)
+            if verdict is None:
+                verdict = watched_memo[membership] = watched(membership, config.watch)
+            if not verdict:
+                continue
+            if membership not in cgroup_rates:
+                cgroup_rates[membership] = _cgroup_rates(
+                    cgroups_now.get(membership), cgroups_before, interval_ns
+                )
+            group_rates = cgroup_rates[membership]
             rates = ProcessRates.new(sample, before[sample.tgid], interval_ns, current.ticks_per_s)
             if rates is None or group_rates is None:
                 continue
