@@ -17,9 +17,11 @@ from pathlib import Path
 import pytest
 
 from croft.adapters.host.netns import NetnsFS
-from croft.adapters.host.procfs import ProcFS
+from croft.adapters.host.procfs import ProcFS, read_bytes
+from croft.adapters.host.sockdiag import open_sock_diag
 from croft.domain.collector.ingress import endpoint_totals, ingress
 from croft.domain.collector.kernel import KernelSample
+from croft.domain.collector.netparse import parse_tcp_queues
 from croft.domain.collector.snapshot import NetnsSample
 
 pytestmark = [pytest.mark.root]
@@ -136,6 +138,50 @@ def test_the_namespace_counters_and_queues_count_what_was_sent(server: int) -> N
     finally:
         for sock in waiting:
             sock.close()
+
+
+def test_sock_diag_gives_the_queues_the_files_give(server: int) -> None:
+    """The contract of the two ways to a namespace's TCP queues: one netlink dump
+    (`croft.adapters.host.sockdiag`) and `net/tcp` + `net/tcp6`, on the same sockets: connections
+    waiting unaccepted with bytes unread, keep-alive ones served, and the listeners."""
+    path = f"/proc/{server}/ns/net"
+    inode = Path(path).stat().st_ino
+    assert open_sock_diag(path, inode + 1) is None  # another namespace's inode: never believed
+    assert open_sock_diag(f"/proc/{server}/status", inode) is None  # not a namespace file
+    diag = open_sock_diag(path, inode)
+    assert diag is not None, "root makes a sock_diag socket in the server's namespace"
+    before = diag.queues()  # what the earlier tests left waiting in the silent port's queue
+    waiting = [socket.create_connection((NS_IP, SILENT_PORT), timeout=10) for _ in range(WAITING)]
+    served = http.client.HTTPConnection(NS_IP, PORT, timeout=10)
+    try:
+        served.request("GET", "/")
+        assert served.getresponse().read() == b"ok\n"
+        for sock in waiting:
+            sock.sendall(b"x" * UNREAD_BYTES)
+        base = f"/proc/{server}/net/"
+        deadline = time.monotonic() + 10
+        while True:
+            files = parse_tcp_queues(read_bytes(base + "tcp")) + parse_tcp_queues(read_bytes(base + "tcp6"))
+            dumped = diag.queues()
+            if files == dumped and dumped.unread_bytes >= before.unread_bytes + WAITING * UNREAD_BYTES:
+                break
+            assert time.monotonic() < deadline, f"files {files} vs sock_diag {dumped}"
+            time.sleep(0.05)
+        assert dumped.listen_backlog == before.listen_backlog + WAITING
+        assert {PORT, SILENT_PORT} <= set(dumped.listen_ports)
+        # NetnsFS takes the dump (the files only where no socket can be made): the same sample
+        through_files = sample_of(NetnsFS(Path("/proc"), sock_diag=False), server)
+        through_diag = sample_of(NetnsFS(Path("/proc")), server)
+        assert (through_diag.listen_backlog, through_diag.unread_bytes, through_diag.listen_ports) == (
+            through_files.listen_backlog,
+            through_files.unread_bytes,
+            through_files.listen_ports,
+        )
+    finally:
+        served.close()
+        for sock in waiting:
+            sock.close()
+        diag.close()
 
 
 @pytest.mark.bpf
