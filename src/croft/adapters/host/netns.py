@@ -64,6 +64,7 @@ class NetnsFS:
         self._sock_diag = sock_diag
         self._diag: dict[int, SockDiag] = {}  # netns inode: its sock_diag socket
         self._no_diag: set[int] = set()  # netns inodes whose socket could not be made or failed
+        self._said_no_diag = False
         self._addresses_every = addresses_every
         self._inodes: dict[int, tuple[int, int | None]] = {}  # pid: (start ticks, netns inode)
         self._members: dict[int, set[int]] = {}  # netns inode: the pids placed in it
@@ -170,6 +171,13 @@ class NetnsFS:
         if diag is None and self._sock_diag and inode not in self._no_diag:
             diag = open_sock_diag(f"{self._root}/{tgid}/ns/net", inode)
             if diag is None:
+                if not self._said_no_diag:
+                    self._said_no_diag = True
+                    log.info(
+                        "network namespace %d: no sock_diag socket in it (entering a namespace needs "
+                        "CAP_SYS_ADMIN); its TCP queues come from net/tcp, ~2 ms a file and poll",
+                        inode,
+                    )
                 self._no_diag.add(inode)
             else:
                 self._diag[inode] = diag

@@ -10,7 +10,9 @@ unread bytes, as the files' `rx_queue` (include/linux/inet_diag.h, net/ipv4/tcp_
 A netlink socket answers for the namespace it was made in, so each namespace gets one, made by a
 short-lived thread that enters the namespace (setns(2), root only) and leaves with the thread;
 the socket is kept while the namespace is read. Where no socket can be made (no root, not a
-namespace file), `open_sock_diag` returns None and the caller reads the files.
+namespace file), `open_sock_diag` returns None and the caller reads the files. Entering another
+namespace needs CAP_SYS_ADMIN: `croft run` as root on a host has it; the DaemonSet
+(deploy/kubernetes/collector.yaml) does not grant it, so there the files are read.
 """
 
 from __future__ import annotations
