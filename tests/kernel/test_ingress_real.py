@@ -184,6 +184,36 @@ def test_sock_diag_gives_the_queues_the_files_give(server: int) -> None:
         diag.close()
 
 
+WITHOUT_SYS_ADMIN = """
+import sys
+from pathlib import Path
+from croft.adapters.host.netns import NetnsFS
+from croft.adapters.host.procfs import ProcFS
+from croft.adapters.host.sockdiag import open_sock_diag
+server = int(sys.argv[1])
+path = f"/proc/{server}/ns/net"
+print(open_sock_diag(path, Path(path).stat().st_ino) is None)
+processes, _ = ProcFS().scan(lambda pid, _membership: pid == server)
+(sample,) = NetnsFS().read(processes)
+print(",".join(str(port) for port in sample.listen_ports))
+"""
+
+
+def test_without_cap_sys_admin_the_files_give_the_queues(server: int) -> None:
+    """The DaemonSet's capabilities (no SYS_ADMIN): no namespace can be entered, so no sock_diag
+    socket is made, and NetnsFS reads the files instead, with the same listeners."""
+    if shutil.which("setpriv") is None:
+        pytest.skip("no setpriv(1): apt-get install util-linux")
+    done = subprocess.run(
+        ["setpriv", "--bounding-set", "-sys_admin", "--inh-caps", "-sys_admin", sys.executable, "-c",
+         WITHOUT_SYS_ADMIN, str(server)],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    no_socket, ports = done.stdout.split("\n")[:2]
+    assert no_socket == "True"
+    assert {PORT, SILENT_PORT} <= {int(port) for port in ports.split(",")}
+
+
 @pytest.mark.bpf
 def test_ebpf_counts_one_data_segment_per_request_and_each_handshake(server: int) -> None:
     from croft.adapters.host.bcc_source import BccKernelSource
