@@ -36,7 +36,7 @@ ALL_STATES = 0xFFF  # TCP_ESTABLISHED .. TCP_NEW_SYN_RECV, one bit each
 _HEADER = struct.Struct("=IHHII")  # nlmsghdr
 # struct inet_diag_req: family, src_len, dst_len, ext; inet_diag_sockid (48 bytes); states; dbs
 _REQUEST = struct.pack("=BBBB48xII", 0, 0, 0, 0, ALL_STATES, 0)
-_MESSAGE = struct.Struct("=BBBB")  # inet_diag_msg: family, state, timer, retrans
+# struct inet_diag_msg: family, state, timer, retrans (4 bytes); sockid; expires; rqueue, wqueue; ...
 _PORT = struct.Struct(">H")  # the sockid's source port, network order, at offset 4 of the message
 _QUEUES = struct.Struct("=II")  # rqueue, wqueue, after the 48-byte sockid and `expires`
 _QUEUES_AT = 4 + 48 + 4
@@ -123,16 +123,7 @@ def open_sock_diag(ns_path: str, inode: int) -> SockDiag | None:
 
 def _setns(fd: int, nstype: int) -> int:
     """setns(2) for the calling thread (os.setns is Python 3.12's); -1 where it is not there."""
-    setns = getattr(_libc(), "setns", None)
+    setns = getattr(ctypes.CDLL(None, use_errno=True), "setns", None)
     if setns is None:
         return -1
     return int(setns(fd, nstype))
-
-
-_LIBC: list[ctypes.CDLL] = []
-
-
-def _libc() -> ctypes.CDLL:
-    if not _LIBC:
-        _LIBC.append(ctypes.CDLL(None, use_errno=True))
-    return _LIBC[0]

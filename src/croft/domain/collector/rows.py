@@ -259,6 +259,16 @@ class _Pending:
     counts: dict[str, int] = attrs.field(factory=dict)
 
 
+def _watched(
+    membership: CgroupMembership, watched_memo: dict[CgroupMembership, bool], config: CollectorConfig
+) -> bool:
+    """`watched(membership, config.watch)`, remembered for the rest of the poll."""
+    verdict = watched_memo.get(membership)
+    if verdict is None:
+        verdict = watched_memo[membership] = watched(membership, config.watch)
+    return verdict
+
+
 def _short_lived(
     current: Poll, out: list[Row], config: CollectorConfig, watched_memo: dict[CgroupMembership, bool]
 ) -> dict[GroupKey, _Pending]:
@@ -267,10 +277,7 @@ def _short_lived(
     pending: dict[GroupKey, _Pending] = {}
 
     def fold(membership: CgroupMembership, counts: Mapping[str, int]) -> _Pending | None:
-        verdict = watched_memo.get(membership)
-        if verdict is None:
-            verdict = watched_memo[membership] = watched(membership, config.watch)
-        if not verdict or not any(counts.values()):
+        if not _watched(membership, watched_memo, config) or not any(counts.values()):
             return None
         into = pending.setdefault(group_key(membership), _Pending())
         for name, count in counts.items():
@@ -319,10 +326,7 @@ def _offered(
                 continue
             membership = member.cgroups
             seen.add(id(membership))
-            verdict = watched_memo.get(membership)
-            if verdict is None:
-                verdict = watched_memo[membership] = watched(membership, config.watch)
-            if verdict:
+            if _watched(membership, watched_memo, config):
                 out.setdefault(group_key(membership), value)
     return out
 
@@ -370,10 +374,7 @@ def _place_short_lived(
                 continue
             # The memos hold what the processes looked at this poll found; with the shell's hint a
             # candidate's cgroup may have had none of them.
-            verdict = watched_memo.get(membership)
-            if verdict is None:
-                verdict = watched_memo[membership] = watched(membership, config.watch)
-            if not verdict:
+            if not _watched(membership, watched_memo, config):
                 continue
             if membership not in cgroup_rates:
                 cgroup_rates[membership] = _cgroup_rates(
