@@ -130,3 +130,55 @@ def test_a_refused_connection_is_a_failure():
         profiles.constant(duration_s=1, rps=5), loadgen.Target(f"http://127.0.0.1:{port}"), quiet=True
     ).rows
     assert [(r.achieved_rps, r.ok, r.failures) for r in rows] == [(5, 0, 5)]
+
+
+class Hello(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.send_response(404)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_waiting_for_a_target_returns_once_it_answers_and_not_before():
+    # Nothing listens for the first second, as a Service whose rules kube-proxy has not written
+    # yet refuses every connection; then a server answers 404, which is an answer too.
+    port = free_port()
+    servers: list[http.server.ThreadingHTTPServer] = []
+
+    def listen_later() -> None:
+        time.sleep(1.0)
+        servers.append(http.server.ThreadingHTTPServer(("127.0.0.1", port), Hello))
+        servers[0].serve_forever()
+
+    threading.Thread(target=listen_later, daemon=True).start()
+    try:
+        waited = loadgen.wait_answering(loadgen.Target(f"http://127.0.0.1:{port}"), 30, every_s=0.1)
+    finally:
+        for server in servers:
+            server.shutdown()
+            server.server_close()
+    assert 0.9 <= waited < 10
+
+
+def test_any_http_status_is_an_answer():
+    server = StallingServer(stall_from_s=100, stall_to_s=100)
+    server.start()
+    try:
+        waited = loadgen.wait_answering(loadgen.Target(server.url, ("/fail",)), 5)
+    finally:
+        server.close()
+    assert waited < 5
+
+
+def test_a_target_that_never_answers_is_named_with_the_last_error():
+    port = free_port()
+    start = time.monotonic()
+    with pytest.raises(loadgen.NotAnswering) as caught:
+        loadgen.wait_answering(loadgen.Target(f"http://127.0.0.1:{port}", ("/work",)), 1.5, every_s=0.2)
+    assert 1.2 <= time.monotonic() - start < 10
+    message = str(caught.value)
+    assert f"http://127.0.0.1:{port}/work gave no HTTP answer within 2 s" in message
+    assert "ConnectError" in message and "\n" not in message

@@ -68,7 +68,7 @@ def test_run_py_web_runs_both_arms_end_to_end_on_the_node(
     )  # fmt: skip
     for run_dir in (hpa_run, croft_run):
         rows = read_workload(run_dir / "workload.csv")
-        # a request or two may meet the Service before kube-proxy's rules name the first pod
+        # web() sent the load once the Service answered (its pods Ready is not enough: kube-proxy)
         assert sum(r.ok for r in rows) >= 0.95 * sum(r.target_rps for r in rows), rows
         timeline = read_timeline(run_dir / "timeline.json")
         # the first pod went Ready before the load; one a late scale-up made may not be yet

@@ -8,13 +8,13 @@ notebooks executed on them.
 fixture tests/experiment/test_notebooks.py runs the notebooks on in every `make test`; without it
 the recording goes to a temporary directory and only the notebooks' run on it is checked.
 
-Every run must answer 95 % of the requests offered before the burst: the Service is wired and the
-pod serves the base load (a Service kube-proxy had not wired yet failed every request). The burst
-itself is what the experiment measures, not a pass condition, the recording's included: a
-threshold on it would keep only the runs where an arm did well. Under the burst a pod of this
-loaded node serves about 13 req/s (75 ms a request, against the 50.63 ms of croft scale's
-calibration on a quiet node); in CI croft scale's 2 pods for 24 req/s timed out 36 of 372
-requests, and here the HPA arm (700m a pod, see harness_app) answered 350-360 of 372."""
+Every run must answer 95 % of the requests offered before the burst: the Service is wired (web()
+waits until it answers; one kube-proxy had not wired yet failed every request) and the pod serves
+the base load. The burst itself is what the experiment measures, not a pass condition, the
+recording's included: a threshold on it would keep only the runs where an arm did well. Under the
+burst a pod of this loaded node serves about 13 req/s (75 ms a request, against the 50.63 ms of
+croft scale's calibration on a quiet node); in CI croft scale's 2 pods for 24 req/s timed out 36 of
+372 requests, and here the HPA arm (700m a pod, see harness_app) answered 350-360 of 372."""
 
 from __future__ import annotations
 
@@ -25,7 +25,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from tests.helpers.cli import CROFT
 from tests.helpers.node import DATASET_DIR, REPO, Node, wait_for
@@ -127,15 +126,6 @@ def test_a_recorded_burst_runs_both_notebooks(
     service = node.get(f"/api/v1/namespaces/{namespace}/services/webapp")["spec"]["clusterIP"]
     host = f"http://{service}:8080"
     harness_app_ready(node, harness_app, namespace)
-
-    def answers() -> bool:
-        try:
-            return httpx.get(host + harness_app.paths[0], timeout=5).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    # the first run's requests went to a Service kube-proxy had not wired yet (every one failed)
-    wait_for("the webapp Service to answer", answers, 120)
     for prefix, scaler in (("hpa-", "none"), ("duo-", "croft")) * RUNS_PER_ARM:
         web.web(
             web.WebOptions(

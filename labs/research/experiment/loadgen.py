@@ -124,6 +124,32 @@ def run_open_loop(
     return LoadResult(start, start + profile.duration_s, rows)
 
 
+class NotAnswering(RuntimeError):
+    """Nothing answered at the target's first URL in time; the message says where and what failed."""
+
+
+def wait_answering(target: Target, timeout_s: float, every_s: float = 0.5) -> float:
+    """Ask the target's first URL until an HTTP answer comes back (any status: a server took the
+    connection and spoke HTTP); returns the seconds waited. A Deployment's pods going Ready is not
+    enough: kube-proxy writes a Service's rules after the endpoints change, and until then every
+    connection to its ClusterIP is refused, so a run started then fails every request."""
+    url = next(target.urls())
+    start = time.monotonic()
+    deadline = start + timeout_s
+    while True:
+        try:
+            httpx.get(url, timeout=min(5.0, max(timeout_s, 0.1)))
+            return time.monotonic() - start
+        except httpx.HTTPError as exc:
+            last = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        if time.monotonic() + every_s > deadline:
+            raise NotAnswering(
+                f"{url} gave no HTTP answer within {timeout_s:.0f} s (last try: {last}); check that "
+                "the Service has Ready endpoints and that kube-proxy (or the host) routes to them"
+            )
+        time.sleep(every_s)
+
+
 def summary(rows: Sequence[SecondStats]) -> str:
     sent = sum(r.achieved_rps for r in rows)
     target = sum(r.target_rps for r in rows)

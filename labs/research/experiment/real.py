@@ -36,7 +36,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -140,14 +139,6 @@ def wait_for(what: str, probe: Callable[[], bool], timeout_s: float) -> None:
         time.sleep(1)
 
 
-def answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as response:
-            return bool(response.status == 200)
-    except OSError:
-        return False
-
-
 def settle(k: kube.Kubectl, app: apps.App) -> None:
     """Back to one pod, the others gone, before the next run: the next run's baseline must not see
     the last one's pods draining their backlog (the harness starts a run while they terminate)."""
@@ -215,8 +206,6 @@ def main(argv: Sequence[str] | None = None) -> None:
             capture_output=True, text=True, check=True,
         ).stdout.strip()  # fmt: skip
         profile = profiles.with_warmup(burst(args.before_s, args.after_s, args.scale), profiles.WARMUP_S)
-        # a first run's requests can all go to a Service kube-proxy has not wired yet
-        wait_for("the webapp Service to answer", lambda: answers(f"http://{service}:8080{app.paths[0]}"), 180)
         kubelet = values["CROFT_NODE_KUBELET"].removeprefix("https://")
         with cadvisor_prometheus(out / "prometheus", kubelet, values["CROFT_K8S_TOKEN"]) as prometheus:
             for repeat in range(1, args.repeats + 1):

@@ -1,7 +1,8 @@
 """`run.py web`: one run of an application of apps.json under open-loop load (or Locust users), at
 fixed replicas or under an autoscaler, recorded in data/web/ (docs/experiments.md, Output).
 
-deploy at the starting replicas with the arm's autoscaler -> timeline watcher on -> (croft scale)
+deploy at the starting replicas with the arm's autoscaler -> the app answers through its host ->
+timeline watcher on -> (croft scale)
 -> warm-up + profile -> export events, timeline, Prometheus series -> runs.jsonl -> cool down.
 """
 
@@ -97,6 +98,13 @@ def web(options: WebOptions) -> Path:
         f"{run}: deploying {app.namespace}/{app.deployment} at {replicas} replica(s), autoscaler {autoscaler}"
     )
     kube.prepare(k, app, autoscaler, replicas, options.probes, options.ready_timeout_s)
+    host = options.host or app.host
+    try:
+        waited = loadgen.wait_answering(loadgen.Target(host, app.paths), options.ready_timeout_s)
+    except loadgen.NotAnswering as exc:
+        raise WebError(str(exc)) from None
+    if waited >= 1.0:
+        say(f"{host} answered {waited:.1f} s after its pods were Ready")
     watcher = kube.Watcher(k, app, autoscaler)
     watcher.start()
     scaler: kube.CroftScaler | None = None
@@ -106,7 +114,6 @@ def web(options: WebOptions) -> Path:
             if croft is not None:
                 scaler = kube.CroftScaler(croft, app, api or "", run_dir / "scaler.log", options.croft_args)
                 scaler.start()
-            host = options.host or app.host
             start_ms = int(time.time() * 1000)
             if options.users is not None:
                 code = locust_mode.run_locust(
