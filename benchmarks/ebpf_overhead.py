@@ -2,7 +2,8 @@
 
 Two workloads, each a small C program compiled here: a syscall-heavy loop (getppid, the cheapest
 syscall; os.getppid in Python without a compiler) and a context-switch-heavy one (two processes
-passing a byte back and forth over pipes: two switches and four syscalls a round trip). Each is
+passing a byte back and forth over pipes: two switches and four syscalls a round trip), run twice:
+as the scheduler places its two ends, and with both pinned to one CPU (switches-1cpu). Each is
 timed bare, under croft's programs (loaded by BccKernelSource and drained every 2 s, as croft run
 does) with and without bpf/oncpu.c (the sched_switch program that tells the poll which processes
 ran), and under `syscount-bpfcc -i 2`, interleaved round by round in one run. Then croft's own CPU
@@ -15,7 +16,12 @@ includes the eBPF programs run in their syscalls and switches, but not the time 
 held their CPU): on a small shared host the wall time measures mostly the scheduler, so the table and
 the goal are on CPU time and the wall-time ratios follow for comparison with earlier runs.
 
-Goals: croft's slowdown no worse than syscount's (ratio <= 1.0) on both workloads; croft's CPU
+Why the pinned run: a wake-up of a task on the other CPU costs this VM an inter-processor interrupt
+and, under steal, 30-48 us of CPU a round trip instead of 7 (both seen here within hours), so
+the programs' few hundred ns a trip drown in that noise. Both ends on one CPU, a trip costs what its
+switches and syscalls cost, and the per-switch programs (bpf/oncpu.c's sched_switch) show.
+
+Goals: croft's slowdown no worse than syscount's (ratio <= 1.0) on every workload; croft's CPU
 < 1 % of a core.
 Needs root, BCC and kernel headers (scripts/setup-bpf.sh).
 """
@@ -80,6 +86,8 @@ POLLER = (
     "    source.activity()\n"
 )
 PINGPONG_C = r"""
+#define _GNU_SOURCE
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/resource.h>
@@ -96,6 +104,12 @@ int main(int argc, char **argv) {
     long trips = atol(argv[1]);
     int there[2], back[2], status;
     char byte = 0;
+    if (argc > 2) {  /* both ends on this CPU (the child inherits it) */
+        cpu_set_t cpus;
+        CPU_ZERO(&cpus);
+        CPU_SET(atoi(argv[2]), &cpus);
+        if (sched_setaffinity(0, sizeof(cpus), &cpus)) return 1;
+    }
     if (pipe(there) || pipe(back)) return 1;
     if (fork() == 0) {
         for (long i = 0; i < trips; i++) {
@@ -247,8 +261,8 @@ def main() -> int:
     parser.add_argument("--idle-seconds", type=float, default=20.0)
     parser.add_argument(
         "--workloads",
-        default="syscalls,switches",
-        help="comma-separated: syscalls, switches (default both)",
+        default="syscalls,switches,switches-1cpu",
+        help="comma-separated: syscalls, switches, switches-1cpu (default all three)",
     )
     args = parser.parse_args()
     if os.geteuid() != 0:
@@ -268,7 +282,14 @@ def main() -> int:
         chosen = set(args.workloads.split(","))
         workloads = {
             name: command
-            for name, command in (("syscalls", loop), ("switches", pingpong))
+            for name, command in (
+                ("syscalls", loop),
+                ("switches", pingpong),
+                (
+                    "switches-1cpu",
+                    None if pingpong is None else [*pingpong, str(max(os.sched_getaffinity(0)))],
+                ),
+            )
             if name in chosen and command is not None
         }
         print(
@@ -298,10 +319,10 @@ def main() -> int:
                         for key, values in times[workload].items()
                     )
                 )
-    for workload, unit in (("syscalls", "ns/call"), ("switches", "ns/trip")):
+    for workload, unit in (("syscalls", "ns/call"), ("switches", "ns/trip"), ("switches-1cpu", "ns/trip")):
         if workload not in times:
             if workload in args.workloads.split(","):
-                print("switches: no C compiler, the context-switch workload was not run")
+                print(f"{workload}: no C compiler, the context-switch workload was not run")
             continue
         for clock, column, goal in ((1, "CPU", " (goal <= 1.0)"), (0, "wall", "")):
             report(
