@@ -6,13 +6,19 @@ endpoint, and `compare` scoring both."""
 
 from __future__ import annotations
 
+import os
+import re
+import signal
+import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from tests.helpers.cli import CROFT
-from tests.helpers.node import REPO, Node
+from tests.helpers.node import REPO, Node, pod_ready, wait_for
 
 HARNESS = REPO / "labs" / "research" / "experiment"
 if str(HARNESS) not in sys.path:
@@ -86,3 +92,58 @@ def test_run_py_web_runs_both_arms_end_to_end_on_the_node(
     assert records == {"hpa", "croft"}
     scores = scoring.score_prefixes(data / "web", ["hpa-", "duo-"])
     assert sorted(s.autoscaler for s in scores) == ["croft", "hpa"]
+
+
+def test_run_py_web_sends_its_load_only_once_kube_proxy_has_wired_the_service(
+    node: Node, harness_app: apps.App, namespace: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """kube-proxy is paused (SIGSTOP) from before the first pod exists until 5 s after it went Ready,
+    as a kube-proxy behind on a loaded node is: the Service's ClusterIP refuses connections then (its
+    rule for a Service without endpoints), and a run that starts its load when the pods are Ready
+    fails every request (CI's HPA arm, 96 of 96). web() waits until the Service answers."""
+    service_yaml = next(rel for rel in harness_app.manifests if rel.name == "service.yaml")
+    node.kubectl("apply", "-f", str(service_yaml))
+    ip = node.get(f"/api/v1/namespaces/{namespace}/services/webapp")["spec"]["clusterIP"]
+
+    def refusing() -> bool:  # kube-proxy wrote the rule: no probe leaves for an address nobody serves
+        rules = subprocess.run(["iptables-save", "-t", "filter"], capture_output=True, text=True).stdout
+        return any(ip in line and "REJECT" in line for line in rules.splitlines())
+
+    wait_for(f"kube-proxy's REJECT rule for {ip}", refusing, 60)
+    proxy = int((node.plane.run_dir / "kube-proxy.pid").read_text())
+    paused_s = 5.0
+
+    def resume_after_ready() -> None:
+        try:
+            wait_for(
+                "a Ready webapp pod",
+                lambda: any(map(pod_ready, node.plane.pods(namespace, "app=webapp"))),
+                120,
+            )
+            time.sleep(paused_s)
+        finally:
+            os.kill(proxy, signal.SIGCONT)
+
+    os.kill(proxy, signal.SIGSTOP)
+    resumer = threading.Thread(target=resume_after_ready, daemon=True)
+    try:
+        resumer.start()
+        options = web.WebOptions(
+            app=harness_app,
+            prefix="wired-",
+            profile=profiles.constant(duration_s=4, rps=4),
+            data_dir=tmp_path / "data",
+            host=f"http://{ip}:8080",
+            kubectl=str(node.plane.bin_dir / "kubectl"),
+            kubeconfig=str(node.plane.kubeconfig),
+            cooldown_s=0,
+            ready_timeout_s=120,
+        )
+        run_dir = web.web(options)
+    finally:
+        resumer.join(timeout=130)
+        os.kill(proxy, signal.SIGCONT)
+    rows = read_workload(run_dir / "workload.csv")
+    assert sum(r.ok for r in rows) == sum(r.target_rps for r in rows) == 16, rows
+    waited = re.search(r"answered (\d+\.\d) s after its pods were Ready", capsys.readouterr().err)
+    assert waited is not None and float(waited.group(1)) >= paused_s - 2, waited
