@@ -1,5 +1,4 @@
-"""croft's C modules: croft stats' fast path over canonical rows (src/croft/domain/dataset/_rowscan.c)
-and the line scanner of the /metrics bodies croft scale reads (src/croft/domain/metrics/_linescan.c).
+"""croft's C module: croft stats' fast path over canonical rows (src/croft/domain/dataset/_rowscan.c).
 Everything else about the package is in pyproject.toml."""
 
 from setuptools import Extension, setup
@@ -11,12 +10,6 @@ setup(
         Extension(
             "croft.domain.dataset._rowscan",
             ["src/croft/domain/dataset/_rowscan.c"],
-            extra_compile_args=["-O3", *WARNINGS],
-            optional=False,
-        ),
-        Extension(
-            "croft.domain.metrics._linescan",
-            ["src/croft/domain/metrics/_linescan.c"],
             extra_compile_args=["-O3", *WARNINGS],
             optional=False,
         ),

@@ -24,9 +24,9 @@ from croft.adapters.host.pods import PodNames
 from croft.adapters.host.poller import LiveSource, UnavailableGpu
 from croft.adapters.host.procfs import ProcFS
 from croft.adapters.host.trace import TraceRecorder, read_trace, recorded_node, recorded_watch, trace_files
-from croft.adapters.http.metrics import CONTENT_TYPE, SnapshotCollector, exposition_body, metrics_page
+from croft.adapters.http.metrics import SnapshotCollector, metrics_handler, metrics_page
 from croft.adapters.http.pages import healthz, landing_page
-from croft.adapters.http.server import HttpServer, Response
+from croft.adapters.http.server import HttpServer
 from croft.app.collector import Pipeline, PollObserver
 from croft.app.metrics_publisher import MetricsPublisher
 from croft.domain.collector.frameworks import Catalog, CatalogError, Matcher, parse_catalog
@@ -160,7 +160,7 @@ def build_http_server(address: str, dataset: Path | None = None) -> tuple[HttpSe
     clock = SystemClock()
     metrics = SnapshotCollector(lambda: clock.now().monotonic_ns)
     page = metrics_page(metrics, __version__)
-    server.route("/metrics", lambda _: Response(200, CONTENT_TYPE, exposition_body(page)))
+    server.route("/metrics", metrics_handler(page))
     server.route("/healthz", healthz(lambda: metrics.last_publish_ns, lambda: clock.now().monotonic_ns))
     links = [("/metrics", "Prometheus metrics"), ("/healthz", "200 while polls are current, 503 when stale")]
     if dataset is not None:

@@ -29,7 +29,6 @@ the collectors' scrapes first.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from typing import Literal
 
 import attrs
@@ -48,7 +47,9 @@ from croft.domain.metrics import (
     SYSCALLS_PER_CONTAINER,
     BadExposition,
     Sample,
+    SeriesQuery,
     parse_exposition,
+    select,
 )
 from croft.domain.scaling.backlog import QUEUE_GAUGES, queued_requests
 from croft.domain.scaling.sizing import DRAIN_S, clamp_replicas, replica_need
@@ -243,6 +244,16 @@ class Decision:
     history: ScaleHistory
 
 
+def scrape_query(config: ScaleConfig) -> SeriesQuery:
+    """What croft scale asks each collector's /metrics for: the series the estimate reads (the last
+    poll's time, the containers' CPU and the signal's rate), of the signal only (`--syscall` and
+    `other`, or the ingress signal). A collector that ignores the query answers every series; the
+    estimate reads the same samples from it."""
+    if config.signal == SYSCALL_SIGNAL:
+        return SeriesQuery.of(_WANTED, {LABEL_SYSCALL: (config.syscall, OTHER_SYSCALLS)})
+    return SeriesQuery.of(_WANTED_INGRESS, {LABEL_SIGNAL: (config.signal,)})
+
+
 def estimate_rate(observations: Observations, config: ScaleConfig) -> Estimate:
     """The Deployment's request rate from the collectors' scrapes, with every gap named."""
     if config.signal != SYSCALL_SIGNAL:
@@ -253,36 +264,8 @@ def estimate_rate(observations: Observations, config: ScaleConfig) -> Estimate:
     garbled: dict[str, str] = {}  # container: what was not a rate >= 0
     hidden: dict[str, bool] = {}  # container: its syscall="other" is above 0
     busy: dict[str, bool] = {}  # container: it used CPU or made syscalls
-    now = observations.now_ms
     syscall = config.syscall
-    # Series of containers that are not the Deployment's are skipped unparsed: the cost of a
-    # decision follows the Deployment's pods, not everything the collectors export.
-    ours = (LABEL_CONTAINER_ID, frozenset(c for pod in observations.pods for c in pod.container_ids))
-    if not observations.scrapes:
-        gaps.append("no collector was found to scrape")
-    for scrape in observations.scrapes:
-        if scrape.body is None:
-            gaps.append(f"collector {scrape.collector} did not answer: {scrape.error or 'no reply'}")
-            continue
-        if now - scrape.fetched_at_ms > config.stale_after_ms:
-            gaps.append(
-                f"collector {scrape.collector} was scraped {(now - scrape.fetched_at_ms) / 1000:.1f} s ago"
-            )
-            continue
-        try:
-            rules = {CONTAINER_SYSCALL_RATE: (LABEL_SYSCALL, (syscall, OTHER_SYSCALLS))}
-            samples = parse_exposition(scrape.body, _WANTED, rules, ours)
-        except BadExposition as exc:
-            gaps.append(f"collector {scrape.collector} served bad /metrics: {exc}")
-            continue
-        last_poll = [s.value for s in samples if s.name == LAST_POLL_TIMESTAMP_SECONDS]
-        if not last_poll or not math.isfinite(last_poll[0]):
-            gaps.append(f"collector {scrape.collector} serves no {LAST_POLL_TIMESTAMP_SECONDS}")
-            continue
-        age_ms = now - last_poll[0] * 1000
-        if age_ms > config.stale_after_ms:
-            gaps.append(f"collector {scrape.collector}'s newest poll is {age_ms / 1000:.1f} s old")
-            continue
+    for collector, samples in _fresh_samples(observations, config, gaps):
         for sample in samples:
             container = sample.label(LABEL_CONTAINER_ID)
             if container is None or sample.name == LAST_POLL_TIMESTAMP_SECONDS:
@@ -293,10 +276,10 @@ def estimate_rate(observations: Observations, config: ScaleConfig) -> Estimate:
                 busy[container] = busy.get(container, False) or not sound or sample.value > 0
                 continue
             which = sample.label(LABEL_SYSCALL)
-            if which not in (syscall, OTHER_SYSCALLS):
+            if which not in (syscall, OTHER_SYSCALLS):  # a rate without its syscall label
                 continue
             if not sound:
-                garbled.setdefault(container, f"{scrape.collector} serves {which} {_value(sample.value)}")
+                garbled.setdefault(container, f"{collector} serves {which} {_value(sample.value)}")
             elif which == syscall:
                 rates[container] = max(rates.get(container, 0.0), sample.value)
             else:
@@ -327,16 +310,14 @@ def estimate_rate(observations: Observations, config: ScaleConfig) -> Estimate:
 
 
 def _fresh_samples(
-    observations: Observations,
-    config: ScaleConfig,
-    wanted: frozenset[str],
-    rules: Mapping[str, tuple[str, tuple[str, ...]]],
-    gaps: list[str],
+    observations: Observations, config: ScaleConfig, gaps: list[str]
 ) -> list[tuple[str, tuple[Sample, ...]]]:
-    """(collector, samples) of every collector that answered with current numbers; the others are
-    named in `gaps`."""
+    """(collector, the samples of `scrape_query(config)` it served) of every collector that answered
+    with current numbers; the others are named in `gaps`. The whole body is parsed: a collector
+    serves only what was asked, one of an older version everything (`select` then keeps the same
+    samples), and a malformed line makes the collector a gap."""
     now = observations.now_ms
-    ours = (LABEL_CONTAINER_ID, frozenset(c for pod in observations.pods for c in pod.container_ids))
+    query = scrape_query(config)
     out: list[tuple[str, tuple[Sample, ...]]] = []
     if not observations.scrapes:
         gaps.append("no collector was found to scrape")
@@ -350,7 +331,7 @@ def _fresh_samples(
             )
             continue
         try:
-            samples = parse_exposition(scrape.body, wanted, rules, ours)
+            samples = select(parse_exposition(scrape.body), query)
         except BadExposition as exc:
             gaps.append(f"collector {scrape.collector} served bad /metrics: {exc}")
             continue
@@ -377,8 +358,7 @@ def _estimate_from_ingress(observations: Observations, config: ScaleConfig) -> E
     garbled: dict[str, str] = {}
     busy: dict[str, bool] = {}
     signal = config.signal
-    rules = {CONTAINER_INGRESS_RATE: (LABEL_SIGNAL, (signal,))}
-    fresh = _fresh_samples(observations, config, _WANTED_INGRESS, rules, gaps)
+    fresh = _fresh_samples(observations, config, gaps)
     for collector, samples in fresh:
         for sample in samples:
             container = sample.label(LABEL_CONTAINER_ID)
@@ -553,11 +533,3 @@ def decide(
         return Decision("hold", current, current, desired, estimate, Reason("stabilizing", detail), keep)
     detail = f"every poll of the last {config.stabilization_s:.0f} s asked for {highest} or fewer"
     return Decision("down", highest, current, desired, estimate, Reason("scale-down", detail), keep)
-
-
-def log_line(decision: Decision) -> str:
-    """The one line per poll as logfmt, without its time: estimate, desired, decision and reason
-    (see `croft.domain.scaling.log`)."""
-    from croft.domain.scaling.log import decision_fields, logfmt
-
-    return logfmt(decision_fields(decision))
