@@ -292,7 +292,7 @@ def decision_ms(seen: Observations, repeat: int, rounds: int = 1) -> list[Timing
     """Timings of desired_replicas on `seen` (every scrape's body read as a live poll reads it), in a
     process whose garbage collector walks what croft scale's does: what is alive is frozen first, as
     croft scale freezes what it holds before its loop (the collectors' pages built here are not in
-    its process; walked by every full collection, they made the p99 5 times the median)."""
+    its process; walked by every full collection, they made the p99 several times the median)."""
     decide(seen)
     gc.collect()
     gc.freeze()
