@@ -52,7 +52,8 @@ The collector's own health:
 and prometheus_client's `process_*` metrics of the collector process itself.
 
 `croft scale` needs `croft_container_syscall_rate` (or, with `--signal`, `croft_container_ingress_rate`)
-and `croft_last_poll_timestamp_seconds`: the latter tells it how old the collector's numbers are.
+and `croft_last_poll_timestamp_seconds`: the latter tells it how old the collector's numbers are. It
+asks the collector for only those (`/metrics?name[]=...`, croft.domain.metrics.query).
 The ingress series are the namespace's, shared by the containers of a pod: a reader takes them once
 per pod. A container without a measured namespace this poll (host network, no rate yet, idle) has none.
 """
