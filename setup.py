@@ -1,5 +1,5 @@
-"""croft's C modules: croft stats' fast path over canonical rows (src/croft/domain/dataset/_rowscan.c)
-and the line scanner of the /metrics bodies croft scale reads (src/croft/domain/metrics/_linescan.c).
+"""croft's C module: the line scanner of the /metrics bodies croft scale reads
+(src/croft/domain/metrics/_linescan.c).
 Everything else about the package is in pyproject.toml."""
 
 from setuptools import Extension, setup
@@ -8,12 +8,6 @@ WARNINGS = ["-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-missing-field-ini
 
 setup(
     ext_modules=[
-        Extension(
-            "croft.domain.dataset._rowscan",
-            ["src/croft/domain/dataset/_rowscan.c"],
-            extra_compile_args=["-O3", *WARNINGS],
-            optional=False,
-        ),
         Extension(
             "croft.domain.metrics._linescan",
             ["src/croft/domain/metrics/_linescan.c"],

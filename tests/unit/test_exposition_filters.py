@@ -12,7 +12,7 @@ import re
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 
-import attrs
+import msgspec
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
@@ -78,7 +78,7 @@ def served(groups: list[tuple[str, str, dict[str, float]]]) -> str:
     rows = []
     for tgid, (cgroup, container_id, syscalls) in enumerate(groups, start=1):
         process = Process(comm="x", exe="x", cgroup=cgroup, container_id=container_id or None, cwd="/")
-        rows.append(attrs.evolve(member_row(WATCHED, tgid, syscalls), process=process))
+        rows.append(msgspec.structs.replace(member_row(WATCHED, tgid, syscalls), process=process))
     samples, _ = series(poll(2, (proc(1),)), rows, HEALTH, MetricsMemory())
     collector = SnapshotCollector()
     collector.publish(samples)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 import attrs
-import orjson
+import msgspec
 
 from croft.adapters.dataset.zstd_frames import ends_on_a_frame
 from croft.domain.dataset.naming import Naming
@@ -128,7 +128,7 @@ def first_row_ms(path: Path) -> int | None:
     try:
         with path.open("rb") as f:
             line = f.read(MAX_LINE_BYTES).split(b"\n", 1)[0]
-        value = orjson.loads(line).get("unix_ms")
+        value = msgspec.json.decode(line).get("unix_ms")
     except (OSError, ValueError, AttributeError):
         return None
     return value if type(value) is int else None
