@@ -9,7 +9,6 @@ import hashlib
 import multiprocessing
 import os
 import sys
-from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
@@ -21,10 +20,9 @@ import msgspec
 
 from croft.adapters.dataset.files import (
     DatasetFile,
-    Lines,
     Part,
     find_files,
-    lines_of,
+    row_batches,
     shown,
     work_bytes,
 )
@@ -40,7 +38,6 @@ from croft.domain.dataset.export import (
     part_path,
     plan_export,
 )
-from croft.domain.dataset.lines import decode_block, last_line, verdict
 from croft.domain.dataset.row import Row
 from croft.domain.dataset.skips import SkipTally
 from croft.errors import UserError
@@ -200,20 +197,9 @@ def _carry_out(
 
 
 def file_rows(dataset_file: DatasetFile, skips: SkipTally) -> Iterator[Row]:
-    """The rows of one file, judged and counted exactly as `croft stats` judges them
-    (`lines.decode_block`)."""
-    skipped = Counter[str]()
-    for item in lines_of(Part(dataset_file), skips):
-        if isinstance(item, Lines):
-            yield from decode_block(item.data, item.start, item.stop, skipped)
-            continue
-        found = last_line(verdict(item.line))
-        if isinstance(found, str):
-            skipped[found] += 1
-        else:
-            yield found
-    for kind, count in skipped.items():
-        skips.line(shown(dataset_file.path), kind, count)
+    """The rows of one file, judged and counted exactly as `croft stats` judges them."""
+    for rows in row_batches(Part(dataset_file), skips):
+        yield from rows
 
 
 def _export_one(

@@ -25,6 +25,7 @@ from croft.adapters.dataset.files import (
     Part,
     find_files,
     lines_of,
+    row_batches,
     shown,
     split,
     work_bytes,
@@ -229,39 +230,17 @@ def _disk_bytes(part: Part) -> int:
 
 def stats_of_part(part: Part, syscalls: bool = False) -> StatsAccumulator:
     """Every row of `part` in a stats accumulator, bad lines and damage counted."""
-    from croft.domain.dataset.lines import decode_block, last_line, verdict
-
     acc = StatsAccumulator(syscalls)
-    node, skipped = part.file.node, Counter[str]()
-    for item in lines_of(part, acc.skips):
-        if isinstance(item, Lines):
-            acc.add(node, decode_block(item.data, item.start, item.stop, skipped))
-            continue
-        found = last_line(verdict(item.line))
-        if isinstance(found, str):
-            skipped[found] += 1
-        else:
-            acc.add(node, [found])
-    _count(acc.skips, part, skipped)
+    for rows in row_batches(part, acc.skips):
+        acc.add(part.file.node, rows)
     return acc
 
 
 def containers_of_part(part: Part) -> ContainersAccumulator:
     """Every row of `part` in a containers accumulator, bad lines and damage counted."""
-    from croft.domain.dataset.lines import decode_block, last_line, verdict
-
     acc = ContainersAccumulator()
-    node, skipped = part.file.node, Counter[str]()
-    for item in lines_of(part, acc.skips):
-        if isinstance(item, Lines):
-            acc.add(node, decode_block(item.data, item.start, item.stop, skipped))
-            continue
-        found = last_line(verdict(item.line))
-        if isinstance(found, str):
-            skipped[found] += 1
-        else:
-            acc.add(node, [found])
-    _count(acc.skips, part, skipped)
+    for rows in row_batches(part, acc.skips):
+        acc.add(part.file.node, rows)
     return acc
 
 

@@ -17,7 +17,6 @@ import os
 import tempfile
 import time
 import zlib
-from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -25,13 +24,10 @@ import attrs
 
 from croft.adapters.dataset.disk import OS_DISK, Disk, fsync_directory, write_all
 from croft.adapters.dataset.files import (
-    Damaged,
     DatasetFile,
-    Lines,
     Part,
-    TooLong,
     find_files,
-    read_part,
+    row_batches,
     shown,
 )
 from croft.domain.dataset.containers import ContainersAccumulator
@@ -47,7 +43,6 @@ from croft.domain.dataset.segments import (
     frame_start,
     state_of,
 )
-from croft.domain.dataset.skips import TOO_LONG
 from croft.domain.dataset.summary import StatsAccumulator
 
 CHECK_READ_BYTES = 1 << 20  # cache-sized
@@ -60,35 +55,15 @@ def summarize(path: Path, compressed: bool) -> dict[str, object] | None:
 
     On the collector this runs on the compression thread beside the poll thread: a plain file is
     decoded in small blocks, the GIL given up after each, so that a poll never waits long."""
-    from croft.domain.dataset.lines import decode_block, last_line, verdict
-
     part = Part(DatasetFile(path, FILE_NODE, compressed, path.stat().st_size))
     stats, containers, cgroups = StatsAccumulator(syscalls=True), ContainersAccumulator(), set[str]()
     groups = PollGroups()
-    skipped = Counter[str]()
-    name = shown(path)
-    for item in read_part(part, plain_bytes=SUMMARY_READ_BYTES):
-        if isinstance(item, TooLong):
-            stats.skips.line(name, TOO_LONG)
-            continue
-        if isinstance(item, Damaged):
-            stats.skips.damaged(name, item.reason, item.whole)
-            continue
-        if isinstance(item, Lines):
-            views = decode_block(item.data, item.start, item.stop, skipped)
-        else:
-            found = last_line(verdict(item.line))
-            if isinstance(found, str):
-                skipped[found] += 1
-                continue
-            views = [found]
-        stats.add(FILE_NODE, views)
-        containers.add(FILE_NODE, views)
-        groups.add(FILE_NODE, views)
-        cgroups.update(v.process.cgroup for v in views)
+    for rows in row_batches(part, stats.skips, plain_bytes=SUMMARY_READ_BYTES):
+        stats.add(FILE_NODE, rows)
+        containers.add(FILE_NODE, rows)
+        groups.add(FILE_NODE, rows)
+        cgroups.update(row.process.cgroup for row in rows)
         time.sleep(0)  # let a waiting poll thread take the GIL now
-    for kind, count in skipped.items():
-        stats.skips.line(name, kind, count)
     return state_of(stats, containers, cgroups, groups)
 
 
