@@ -25,6 +25,7 @@ import operator
 from collections.abc import Mapping
 
 import attrs
+import msgspec
 
 from croft.domain.collector import gpu
 from croft.domain.collector.container import display_path, membership_container_id
@@ -402,11 +403,11 @@ def _place_short_lived(
         summary = ShortLived(
             processes=len(folded.tgids) + folded.unread, syscalls=_syscalls(folded.counts, interval_s)
         )
-        out[carrier] = attrs.evolve(out[carrier], short_lived=summary)
+        out[carrier] = msgspec.structs.replace(out[carrier], short_lived=summary)
     for key, value in offered.items():
         carrier = carriers.get(key)
         if carrier is not None:
-            out[carrier] = attrs.evolve(out[carrier], ingress=value)
+            out[carrier] = msgspec.structs.replace(out[carrier], ingress=value)
     out.sort(key=lambda row: row.tgid)
     return unplaced
 

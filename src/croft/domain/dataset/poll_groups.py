@@ -33,7 +33,7 @@ import zlib
 from collections.abc import Sequence
 from typing import Any
 
-import orjson
+import msgspec
 
 from croft.domain.dataset.workloads import GPU_WORKLOADS
 
@@ -54,7 +54,7 @@ class PollGroups:
         self.groups: dict[tuple[str | None, str], list[Any]] = {}
 
     def add(self, node: str, views: Sequence[Any]) -> None:
-        """Count a batch of decoded rows (`views.RowSchema`); a row that names its node counts there."""
+        """Count a batch of decoded rows; a row that names its node counts there."""
         groups = self.groups
         for view in views:
             process = view.process
@@ -103,17 +103,17 @@ def encode_frame(groups: PollGroups) -> tuple[bytes, list[int]]:
     for (container_id, cgroup), (first_ms, last_ms, polls) in sorted(
         groups.groups.items(), key=lambda item: (item[0][0] or "", item[0][0] is None, item[0][1])
     ):
-        body = zlib.compress(orjson.dumps(_columns(polls)), ZLIB_LEVEL)
+        body = zlib.compress(msgspec.json.encode(_columns(polls)), ZLIB_LEVEL)
         bodies.append(body)
         entries.append([container_id, cgroup, first_ms, last_ms, 0, len(body), zlib.crc32(body)])
-    index = orjson.dumps(entries)
+    index = msgspec.json.encode(entries)
     # Offsets depend on the index's length, which the offsets' digits change: settle it.
     while True:
         offset = FRAME_HEADER_BYTES + len(index)
         for entry, body in zip(entries, bodies, strict=True):
             entry[4] = offset
             offset += len(body)
-        again = orjson.dumps(entries)
+        again = msgspec.json.encode(entries)
         if len(again) == len(index):
             index = again
             break
@@ -172,8 +172,8 @@ def decode_index(raw: bytes, crc32: int, frame_bytes: int) -> Index | None:
     if zlib.crc32(raw) != crc32:
         return None
     try:
-        index = orjson.loads(raw)
-    except orjson.JSONDecodeError:
+        index = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
         return None
     if not isinstance(index, list):
         return None
@@ -189,8 +189,8 @@ def decode_body(raw: bytes, crc32: int) -> dict[str, Any] | None:
     if zlib.crc32(raw) != crc32:
         return None
     try:
-        body = orjson.loads(zlib.decompress(raw))
-    except (zlib.error, orjson.JSONDecodeError):
+        body = msgspec.json.decode(zlib.decompress(raw))
+    except (zlib.error, msgspec.DecodeError):
         return None
     return body if isinstance(body, dict) else None
 

@@ -141,7 +141,7 @@ class ProfileAccumulator:
         self.skips = SkipTally()
 
     def add(self, node: str, view: Any) -> None:
-        """Count one decoded row (`views.RowSchema`) read on `node`; rows of other subjects are
+        """Count one decoded row read on `node`; rows of other subjects are
         ignored. A row that names its node is counted on that node instead."""
         key = self.subject.key(view)
         if key is None:
