@@ -6,6 +6,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 import attrs
+import msgspec
 
 from croft.adapters.http.metrics import (
     CONTENT_TYPE,
@@ -116,7 +117,7 @@ def served_samples(groups: Sequence[Group], at_ms: int = SERVED_AT_MS) -> tuple[
     rows = []
     for tgid, (cgroup, container_id, syscalls) in enumerate(groups, start=1):
         process = Process(comm="x", exe="x", cgroup=cgroup, container_id=container_id or None, cwd="/")
-        rows.append(attrs.evolve(member_row(WATCHED, tgid, dict(syscalls)), process=process))
+        rows.append(msgspec.structs.replace(member_row(WATCHED, tgid, dict(syscalls)), process=process))
     at = poll(2, (proc(1),))
     at = attrs.evolve(at, at=attrs.evolve(at.at, unix_ms=at_ms))
     samples, _ = series(at, rows, HEALTH, MetricsMemory())
