@@ -104,7 +104,9 @@ def rows(draw: st.DrawFn) -> Row:
         since_last_gpu_ioctl_ms=draw(counts) if gpu else None,
         label=draw(st.none() | text),
         ingress=draw(st.none() | ingresses),
-        gpus=draw(st.lists(gpu_uses, min_size=1, max_size=3).map(tuple)) if gpu and draw(st.booleans()) else None,
+        gpus=draw(st.lists(gpu_uses, min_size=1, max_size=3).map(tuple))
+        if gpu and draw(st.booleans())
+        else None,
         node=draw(st.none() | text),
     )
 

@@ -147,7 +147,9 @@ def test_gpus_go_before_label_and_leave_out_what_the_source_did_not_say() -> Non
     with pytest.raises(codec.NotARow):  # a percentage is a number, an engine has a name
         codec.row_from_dict(msgspec.json.decode(line) | {"gpus": [{"index": 0, "sm_percent": "35"}]})
     with pytest.raises(codec.NotARow):
-        codec.row_from_dict(msgspec.json.decode(line) | {"gpus": [{"index": 0, "engines": [{"busy_percent": 1.0}]}]})
+        codec.row_from_dict(
+            msgspec.json.decode(line) | {"gpus": [{"index": 0, "engines": [{"busy_percent": 1.0}]}]}
+        )
     with pytest.raises(codec.NotARow):  # a GPU names its index
         codec.row_from_dict(msgspec.json.decode(line) | {"gpus": [{"memory_bytes": 1}]})
 

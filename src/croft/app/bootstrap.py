@@ -19,6 +19,7 @@ from croft.adapters.host.cgroup_ids import watched_roots
 from croft.adapters.host.cgroupfs import CgroupFS
 from croft.adapters.host.cgroupns import find_namespace_root
 from croft.adapters.host.clock import SystemClock
+from croft.adapters.host.drm import DrmFdinfo
 from croft.adapters.host.netns import NetnsFS
 from croft.adapters.host.pods import PodNames
 from croft.adapters.host.poller import LiveSource, UnavailableGpu
@@ -219,6 +220,7 @@ def build_live(
         parse_watch(settings.watch),
         NetnsFS(settings.proc_root),
         activity=kernel,
+        drm=DrmFdinfo(settings.proc_root) if Path("/dev/dri").is_dir() else None,
     )
     return pipeline, source, SystemClock()
 

@@ -91,9 +91,9 @@ def parse_fdinfo(text: str, device: str, fd: int) -> DrmClient | None:
             if total is not None:
                 total_cycles[name[13:]] = total
         elif name.startswith("cycles-"):
-            cycles = _number(value, ("",))
-            if cycles is not None:
-                busy_cycles[name[7:]] = cycles
+            busy = _number(value, ("",))
+            if busy is not None:
+                busy_cycles[name[7:]] = busy
         elif name.startswith(("resident-", "memory-")):
             size = _bytes(value)
             if size is not None:
@@ -101,7 +101,7 @@ def parse_fdinfo(text: str, device: str, fd: int) -> DrmClient | None:
                 (resident if name.startswith("resident-") else aliases)[region] = size
     for region, size in aliases.items():
         resident.setdefault(region, size)
-    cycles = tuple(
+    paired = tuple(
         (engine, busy_cycles[engine], total_cycles[engine])
         for engine in sorted(busy_cycles)
         if engine in total_cycles
@@ -114,7 +114,7 @@ def parse_fdinfo(text: str, device: str, fd: int) -> DrmClient | None:
         client_id=client_id,
         pdev=fields.get("drm-pdev") or None,
         engine_ns=tuple(sorted(engine_ns.items())),
-        cycles=cycles,
+        cycles=paired,
         capacity=tuple(sorted((e, c) for e, c in capacity.items() if c != 1)),
         resident_bytes=tuple(sorted(resident.items())),
     )

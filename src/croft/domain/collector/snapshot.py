@@ -156,9 +156,9 @@ class Poll:
     the syscalls of processes that were not read, by membership (empty in traces recorded before);
     `netns` the network namespaces of the poll's containers (empty in traces recorded before, and
     where nothing was read); `drm` the DRM clients (`croft.domain.collector.drm`) of the processes
-    whose open files were read for them, by tgid (an empty tuple: read, none; empty in traces
-    recorded before, and on hosts without /dev/dri); `changes` what changed since the previous
-    poll, when the shell knows (None otherwise; left out of equality, a hint that changes no row)."""
+    that hold any, by tgid (empty in traces recorded before, and on hosts without /dev/dri);
+    `changes` what changed since the previous poll, when the shell knows (None otherwise; left out
+    of equality, a hint that changes no row)."""
 
     at: Instant
     ticks_per_s: int
