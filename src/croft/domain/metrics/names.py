@@ -20,14 +20,14 @@ empty for a watched host cgroup) and label `cgroup` (the container's cgroup path
 | `croft_container_ingress_rate` | container_id, signal (`INGRESS_SIGNALS`) | per second (dataset `ingress`) |
 | `croft_container_listen_backlog` | container_id | connections waiting to be accepted |
 | `croft_container_unread_bytes` | container_id | bytes received, not yet read |
-| `croft_container_gpu_memory_bytes` | container_id, gpu | GPU memory its processes hold on that GPU (dataset `gpus`) |
+| `croft_container_gpu_memory_bytes` | container_id, gpu | bytes its processes hold on the GPU (`gpus`) |
 | `croft_container_syscalls_total` | container_id, syscall | counter: syscalls (every syscall it made) |
 | `croft_container_cpu_seconds_total` | container_id | counter: CPU seconds (cgroup cpu.stat) |
 | `croft_container_cpu_periods_total` | container_id | counter: CFS periods (nr_periods), when read |
 | `croft_container_cpu_throttled_periods_total` | container_id | counter: throttled periods (nr_throttled) |
 | `croft_container_network_{receive,transmit}_bytes_total` | container_id | counter: bytes |
 | `croft_container_fs_{read,write}_bytes_total` | container_id | counter: bytes |
-| `croft_container_gpu_engine_seconds_total` | container_id, gpu, engine | counter: seconds the engine was busy for its processes |
+| `croft_container_gpu_engine_seconds_total` | container_id, gpu, engine | counter: engine busy seconds |
 | `croft_container_info` | container_id, pod_uid, pod, namespace | 1 (pod UID from the cgroup path) |
 
 The counters (see `croft.domain.metrics.counters`) let a Prometheus that scrapes every 15-30 s take
