@@ -61,3 +61,12 @@ def gpu_busy_percent(gpus: Iterable[Any] | None) -> float | None:
     CPU cores); None when no GPU's was measured."""
     known = [p for p in (gpu_percent(use) for use in gpus or ()) if p is not None]
     return sum(known) if known else None
+
+
+def exact_figures(gpus: Iterable[Any] | None) -> tuple[int | None, int | None]:
+    """A process's GPU memory (bytes) and `gpu_busy_percent` in hundredths of a percent, as
+    integers, so that sums over many rows do not depend on their order (croft profile's figures,
+    `croft.domain.dataset.poll_groups`); None where none of its GPUs measured it."""
+    uses = list(gpus or ())
+    busy = [p for p in (gpu_percent(use) for use in uses) if p is not None]
+    return gpu_memory_bytes(uses), (sum(round(p * 100) for p in busy) if busy else None)
