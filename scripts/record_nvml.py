@@ -59,7 +59,10 @@ def processes(call: Callable[[], list[Any]]) -> dict[str, Any]:
 def samples(call: Callable[[], list[Any]], since: int) -> dict[str, Any]:
     got = answer(call)
     if "result" in got:
-        got["result"] = [{name: getattr(s, name) for name, _ in s._fields_} for s in got["result"]]
+        got["result"] = [
+            {name: getattr(s, name) for name, _ in s._fields_} if hasattr(s, "_fields_") else dict(vars(s))
+            for s in got["result"]
+        ]
     got["since"] = since
     return got
 
@@ -76,6 +79,8 @@ def host_proc(pid: int) -> dict[str, Any]:
 
 
 def record(polls: int = 1, interval_s: float = 2.0) -> dict[str, Any]:
+    """What NVML answers, `polls` times `interval_s` apart (the module's `pynvml`: the real one, or
+    a stand-in in tests)."""
     recording: dict[str, Any] = {
         "provenance": f"recorded by scripts/record_nvml.py with nvidia-ml-py {version('nvidia-ml-py')}"
         f" on {Path('/proc/sys/kernel/hostname').read_text().strip()}, {polls} poll(s) {interval_s} s apart",
@@ -137,7 +142,9 @@ def record(polls: int = 1, interval_s: float = 2.0) -> dict[str, Any]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("out", type=Path)
     parser.add_argument("--polls", type=int, default=1)
     parser.add_argument("--interval", type=float, default=2.0)
