@@ -25,7 +25,15 @@
 #      rows byte for byte, then scripts/record_gpu.py compare: memory within 5 %, SM utilisation
 #      within 10 points per phase, gpu-onset at the CUDA context;
 #   5. packs it all into $OUT/record_gpu.tar.gz, beside $OUT/summary.json and $OUT/record_gpu.log.
+#   (during the workload it also runs the gpu-marked tests of tests/kernel/test_nvml.py on the real NVML.)
 # The exit status is compare's: 0 when croft agrees with nvidia-smi, 1 when a check failed.
+#
+# To commit a recording (then tests/integration/test_gpu_recording.py checks it, and
+# test_replay_golden replays it byte for byte):
+#   tar -xzf record_gpu.tar.gz -C /tmp/rec
+#   mkdir fixtures/traces/gpu-h100 && cp /tmp/rec/trace/*.jsonl.zst /tmp/rec/{phases.json,pmon.txt,apps.csv,gpus.txt,summary.json} fixtures/traces/gpu-h100/
+#   cp /tmp/rec/nvml.json fixtures/nvml/h100_recorded.json   # and name it in fixtures/nvml/README.md
+#   .venv/bin/pytest tests/integration/test_replay_golden.py --regen-golden   # writes fixtures/golden/gpu-h100.jsonl
 set -euo pipefail
 
 MODE=${1:-}
@@ -155,6 +163,10 @@ record() {
     sleep "$(awk "BEGIN {print 10 * $SCALE}")"
     timeout 120 "$py" scripts/record_nvml.py "$work/nvml.json" --polls 12 --interval "$(awk "BEGIN {print 2 * $SCALE}")" \
         || echo "record_gpu: record_nvml.py failed (see above); going on"
+    if [[ $dry == 0 ]]; then  # croft's real-NVML contract tests, while the workload holds the GPU
+        timeout 60 "$py" -m pytest -q -p no:cacheprovider -m gpu tests/kernel/test_nvml.py \
+            --junitxml "$work/pytest-gpu.xml" || echo "record_gpu: the gpu-marked NVML tests failed (see above)"
+    fi
     wait "$workload" || die "the workload failed (exit $?)"
     sleep 6  # the polls after it exited
     stop "$collector"
