@@ -108,7 +108,9 @@ class LiveSource:
         """The snapshot of this poll, stamped `at` (read by the caller just before)."""
         kernel = self._kernel.read()
         gpu = self._gpu.read()
-        gpu_tgids = set(kernel.gpu_ioctls) | set(gpu.memory_bytes)
+        # The holders of DRM clients last poll stay holders while they keep them (the poll's own
+        # are read after procfs): an AMD or Intel process whose work runs on without an ioctl.
+        gpu_tgids = set(kernel.gpu_ioctls) | set(gpu.memory_bytes) | self._drm_before
         watch = self._watch
 
         verdicts: dict[int, bool] = {}  # by id(): procfs shares one membership object per cgroup
