@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Record croft on a real NVIDIA GPU, beside nvidia-smi, in one run of a few minutes (issue 33).
+# Record croft on a real NVIDIA GPU, beside nvidia-smi, in one run of a few minutes.
 #
 #   scripts/record_gpu.sh prepare   here, before: the Python 3.12 wheels croft needs that the GPU
 #                                   machine lacks, into .whl/ (ignored by git); run it in the checkout

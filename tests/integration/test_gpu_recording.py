@@ -3,8 +3,8 @@ nvidia-smi logs of the same run beside its trace): its replay agrees with nvidia
 memory and 10 points on SM utilisation, and the workload's GPU states go no-gpu, gpu-onset at its
 CUDA context, gpu-held. Its golden replay is test_replay_golden's, as for every trace there.
 
-Until such a recording is committed (issue 33: no GPU machine was lent to the task that built the
-readers), this test skips, naming what is missing."""
+Until such a recording is committed (no GPU machine was lent when the GPU readers were built),
+this test skips, naming what is missing."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def compare_module():  # type: ignore[no-untyped-def]
         pytest.param(
             "none",
             marks=pytest.mark.skip(
-                reason="no real-GPU recording yet: run scripts/record_gpu.sh on a lent GPU machine (issue 33)"
+                reason="no real-GPU recording yet: run scripts/record_gpu.sh on a lent GPU machine"
             ),
         )
     ],
