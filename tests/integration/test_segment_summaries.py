@@ -59,7 +59,18 @@ def line(draw: st.DrawFn, hour: int) -> bytes:
     node = draw(st.sampled_from([None, "", "named"]))
     if node is not None:
         value["node"] = node
+    gpus = draw(st.sampled_from(GPUS)) if value["workload"] == "gpu-held" else None
+    if gpus is not None:  # percentages whose float sums would depend on the order they are added in
+        value["gpus"] = gpus
     return msgspec.json.encode(value)
+
+
+GPUS = (
+    None,
+    [{"index": 0, "uuid": "GPU-0", "memory_bytes": 3 << 29, "sm_percent": 33.33, "decoder_percent": 0.0}],
+    [{"index": 1, "uuid": "GPU-1", "sm_percent": 0.1}, {"index": 0, "uuid": "GPU-0", "memory_bytes": 2**52}],
+    [{"index": 0, "driver": "amdgpu", "engines": [{"name": "gfx", "busy_percent": 0.7}]}],
+)
 
 
 @st.composite

@@ -9,7 +9,17 @@ import pytest
 from hypothesis import given
 
 from croft.domain.dataset import codec
-from croft.domain.dataset.row import CgroupUsage, Ingress, Process, Row, ShortLived, SyscallRate, Usage
+from croft.domain.dataset.row import (
+    CgroupUsage,
+    GpuEngine,
+    GpuUse,
+    Ingress,
+    Process,
+    Row,
+    ShortLived,
+    SyscallRate,
+    Usage,
+)
 from tests.helpers import strategies as s
 
 # The example row of docs/dataset.md, with the elided ids written out.
@@ -56,17 +66,22 @@ def test_the_row_classes_list_their_fields_in_the_on_disk_key_order() -> None:
     """row.py's field order is the order of the keys on disk (msgspec writes the fields in order)."""
     full = codec.decode_row(SPEC_EXAMPLE)
     full = msgspec.structs.replace(
-        full, short_lived=ShortLived(processes=1, syscalls=full.syscalls), ingress=INGRESS, label="a"
+        full,
+        short_lived=ShortLived(processes=1, syscalls=full.syscalls),
+        ingress=INGRESS,
+        gpus=(NVML_USE,),
+        label="a",
     )
     written = msgspec.json.decode(codec.encode_row(full))
     on_disk = ["unix_ms", "tgid", "node", "process", "workload", "ioctl_count", "since_last_gpu_ioctl_ms",
-               "usage", "cgroup_usage", "syscalls", "short_lived", "ingress", "label"]  # fmt: skip
+               "usage", "cgroup_usage", "syscalls", "short_lived", "ingress", "gpus", "label"]  # fmt: skip
     assert [key for key in on_disk if key in json.loads(SPEC_EXAMPLE)] == list(json.loads(SPEC_EXAMPLE))
     assert list(written) == on_disk == list(Row.__struct_fields__)
     for key, cls in (("process", Process), ("usage", Usage), ("cgroup_usage", CgroupUsage)):
         assert list(written[key]) == list(cls.__struct_fields__)
     assert list(written["short_lived"]) == list(ShortLived.__struct_fields__)
     assert list(written["ingress"]) == list(Ingress.__struct_fields__)
+    assert list(written["gpus"][0]) == list(GpuUse.__struct_fields__)
 
 
 INGRESS = Ingress(
@@ -100,6 +115,48 @@ def test_ingress_is_left_out_when_none_and_its_ebpf_fields_when_not_measured() -
         bad = msgspec.json.decode(line)
         bad["ingress"]["listen_backlog"] = 1.5
         codec.row_from_dict(bad)
+
+
+# Every field set, as no one GPU gives them (NVML's MIG ids beside DRM's engines): the key order.
+NVML_USE = GpuUse(
+    index=0,
+    uuid="GPU-4b1e6f0a-9c6e-3f4d-8a2b-6d1c2e9f7a10",
+    gpu_instance_id=1,
+    compute_instance_id=0,
+    driver="nvidia",
+    pci="0000:17:00.0",
+    memory_bytes=1145397248,
+    sm_percent=35.5,
+    memory_bandwidth_percent=12.0,
+    encoder_percent=0.0,
+    decoder_percent=0.0,
+    engines=(GpuEngine(name="gfx", busy_percent=3.25),),
+)
+
+
+def test_gpus_go_before_label_and_leave_out_what_the_source_did_not_say() -> None:
+    assert "gpus" not in msgspec.json.decode(codec.encode_row(_host_row()))
+    keys = list(msgspec.json.decode(codec.encode_row(_host_row(gpus=(NVML_USE,), label="x"))))
+    assert keys[-2:] == ["gpus", "label"]
+    amd = GpuUse(index=0, driver="amdgpu", pci="0000:03:00.0", memory_bytes=2 << 30)
+    line = codec.encode_row(_host_row(gpus=(amd,)))
+    assert msgspec.json.decode(line)["gpus"] == [
+        {"index": 0, "driver": "amdgpu", "pci": "0000:03:00.0", "memory_bytes": 2 << 30}
+    ]
+    assert codec.decode_row(line).gpus == (amd,)
+    with pytest.raises(codec.NotARow):  # a percentage is a number, an engine has a name
+        codec.row_from_dict(msgspec.json.decode(line) | {"gpus": [{"index": 0, "sm_percent": "35"}]})
+    with pytest.raises(codec.NotARow):
+        codec.row_from_dict(
+            msgspec.json.decode(line) | {"gpus": [{"index": 0, "engines": [{"busy_percent": 1.0}]}]}
+        )
+    with pytest.raises(codec.NotARow):  # a GPU names its index
+        codec.row_from_dict(msgspec.json.decode(line) | {"gpus": [{"memory_bytes": 1}]})
+
+
+@given(s.gpu_uses)
+def test_gpu_use_round_trips(value: GpuUse) -> None:
+    assert msgspec.json.decode(msgspec.json.encode(value), type=GpuUse) == value
 
 
 def _host_row(**changes: object) -> Row:

@@ -146,7 +146,7 @@ def test_merging_split_accumulators_gives_the_same_profile(
 
 def test_the_json_object_has_exactly_the_keys_of_the_issue() -> None:
     track = ContainerTrack()
-    track.add_poll(("n", 5), (1.0, 2048.0, 0.25, 3.0, 1.0))
+    track.add_poll(("n", 5), (1.0, 2048.0, 0.25, 3.0, 1.0, None, None))
     got = profile_of(CID_1, track, None, None)
     assert got is not None
     out = got.to_json()

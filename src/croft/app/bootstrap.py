@@ -9,7 +9,7 @@ import stat
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import attrs
 
@@ -19,6 +19,7 @@ from croft.adapters.host.cgroup_ids import watched_roots
 from croft.adapters.host.cgroupfs import CgroupFS
 from croft.adapters.host.cgroupns import find_namespace_root
 from croft.adapters.host.clock import SystemClock
+from croft.adapters.host.drm import DrmFdinfo
 from croft.adapters.host.netns import NetnsFS
 from croft.adapters.host.pods import PodNames
 from croft.adapters.host.poller import LiveSource, UnavailableGpu
@@ -30,7 +31,7 @@ from croft.adapters.http.server import HttpServer
 from croft.app.collector import Pipeline, PollObserver
 from croft.app.metrics_publisher import MetricsPublisher
 from croft.domain.collector.frameworks import Catalog, CatalogError, Matcher, parse_catalog
-from croft.domain.collector.kernel import GpuHolderSource
+from croft.domain.collector.kernel import ActivitySource, GpuHolderSource, KernelSource
 from croft.domain.collector.rows import CollectorConfig
 from croft.domain.collector.selection import parse_watch
 from croft.domain.collector.silence import unmatched_watch
@@ -178,6 +179,10 @@ def _kernel_source(verbose: bool) -> BccKernelSource:
     return BccKernelSource(verbose=verbose)
 
 
+class CountingKernel(KernelSource, ActivitySource, Protocol):
+    """What croft run counts in the kernel: eBPF's counters and which processes ran."""
+
+
 def _gpu_source() -> GpuHolderSource:
     try:
         from croft.adapters.host.nvml import NvmlGpuHolders  # type: ignore[import-not-found,unused-ignore]
@@ -190,9 +195,11 @@ def _gpu_source() -> GpuHolderSource:
 
 
 def build_live(
-    settings: Settings, metrics: SnapshotCollector | None = None
+    settings: Settings, metrics: SnapshotCollector | None = None, kernel: CountingKernel | None = None
 ) -> tuple[Pipeline, LiveSource, SystemClock]:
-    """The live collector: procfs, cgroupfs, eBPF (or empty), NVML (or empty), the system clock."""
+    """The live collector: procfs, cgroupfs, eBPF (or empty), NVML (or empty), the system clock.
+    `kernel` stands in for croft's eBPF programs (scripts/record_gpu.py, on a host that cannot
+    load them); None loads them."""
     pipeline = build_pipeline(settings, metrics)
     scan_devices = any(Path("/dev").glob("nvidia*"))
     cgroupfs = CgroupFS(settings.cgroup_root)
@@ -210,7 +217,8 @@ def build_live(
         log.warning("%s", unmatched_watch(watch, mount))
     if cgroupfs.layout == "none":
         log.warning("no cgroups under %s: cgroup_usage will be zeros", settings.cgroup_root)
-    kernel = _kernel_source(settings.verbose)
+    if kernel is None:
+        kernel = _kernel_source(settings.verbose)
     source = LiveSource(
         procfs,
         cgroupfs,
@@ -219,6 +227,7 @@ def build_live(
         parse_watch(settings.watch),
         NetnsFS(settings.proc_root),
         activity=kernel,
+        drm=DrmFdinfo(settings.proc_root) if Path("/dev/dri").is_dir() else None,
     )
     return pipeline, source, SystemClock()
 

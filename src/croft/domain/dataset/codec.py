@@ -2,9 +2,10 @@
 definition of a row (docs/dataset.md).
 
 On disk a row's keys come in the field order of `Row`: unix_ms, tgid, node, process, workload,
-ioctl_count, since_last_gpu_ioctl_ms, usage, cgroup_usage, syscalls, short_lived, ingress, label;
-a field that is None is left out (`node`, `framework`, the two GPU fields, `short_lived`,
-`ingress` and its two eBPF fields, `label`). Reading is strict (see `croft.domain.dataset.row`).
+ioctl_count, since_last_gpu_ioctl_ms, usage, cgroup_usage, syscalls, short_lived, ingress, gpus,
+label; a field that is None is left out (`node`, `framework`, the two GPU fields, `short_lived`,
+`ingress` and its two eBPF fields, `gpus` and each of its optional fields, `label`). Reading is
+strict (see `croft.domain.dataset.row`).
 
 A line that fails is one of two skips (`croft.domain.dataset.skips`): not JSON, where the decoder
 met bytes that are not JSON text (invalid UTF-8, a second value, a cut line) before anything else,

@@ -119,6 +119,45 @@ class Ingress(Value, kw_only=True, frozen=True):
     tcp_connections_s: float | None = None
 
 
+class GpuEngine(Value, kw_only=True, frozen=True):
+    """One engine of a DRM GPU (`name` as the driver names it: `gfx`, `render`, `rcs`, ...) and the
+    share of the poll interval it was busy for the process, in percent of the engine's capacity
+    (`drm-engine-capacity-<name>` engines of that class), 0..100."""
+
+    name: str
+    busy_percent: float
+
+
+class GpuUse(Value, kw_only=True, frozen=True):
+    """One GPU the process used in the poll, from NVML (NVIDIA) or the kernel's DRM counters (any
+    DRM driver: amdgpu, i915, xe, ...). `index` is NVML's device index, or for DRM the number of
+    the device file (`cardN` -> N, `renderD<128+N>` -> N). NVML names the GPU by `uuid`, and a
+    MIG instance by `gpu_instance_id` and `compute_instance_id` besides (left out outside MIG);
+    DRM by `driver` (`drm-driver`) and `pci` (`drm-pdev`, when the device is on PCI).
+    `memory_bytes` is the GPU memory the process holds now (NVML's used memory; DRM: resident
+    bytes summed over the driver's memory regions, system memory the GPU maps included); None
+    when the driver does not say. The `*_percent` fields are NVML's utilisation over the poll,
+    0..100: the mean of the samples the driver took since the previous poll (a period in which
+    the process used the engine not at all has no sample and counts 0): `sm_percent` the
+    streaming multiprocessors (compute and graphics), `memory_bandwidth_percent` the memory
+    controller, `encoder_percent` and `decoder_percent` the video engines; None where the
+    device cannot say (MIG, older GPUs). `engines` are DRM's, per engine; None until the
+    process's counters were read in two polls."""
+
+    index: Int
+    uuid: str | None = None
+    gpu_instance_id: Int | None = None
+    compute_instance_id: Int | None = None
+    driver: str | None = None
+    pci: str | None = None
+    memory_bytes: Int | None = None
+    sm_percent: float | None = None
+    memory_bandwidth_percent: float | None = None
+    encoder_percent: float | None = None
+    decoder_percent: float | None = None
+    engines: tuple[GpuEngine, ...] | None = None
+
+
 class Row(Value, kw_only=True, frozen=True):
     """One JSON line of the dataset. `ioctl_count` and `since_last_gpu_ioctl_ms` are both None for a
     process that never touched a GPU; `label` is None outside labelled experiments. `node` is the
@@ -126,7 +165,9 @@ class Row(Value, kw_only=True, frozen=True):
     take the node from the per-node directory's name instead. `short_lived` is on at most one row
     per container and poll (see `ShortLived`); None elsewhere and in rows of older collectors.
     `ingress` is on the same row (see `Ingress`), when the container's network namespace was
-    measured this poll and the one before; None elsewhere and in rows of older collectors."""
+    measured this poll and the one before; None elsewhere and in rows of older collectors.
+    `gpus` holds one `GpuUse` per GPU (or MIG instance) the process used, when NVML or the
+    kernel's DRM counters listed it this poll; None otherwise and in rows of older collectors."""
 
     unix_ms: UnixMs
     tgid: Int
@@ -140,4 +181,5 @@ class Row(Value, kw_only=True, frozen=True):
     syscalls: tuple[SyscallRate, ...]
     short_lived: ShortLived | None = None
     ingress: Ingress | None = None
+    gpus: tuple[GpuUse, ...] | None = None
     label: str | None = None
