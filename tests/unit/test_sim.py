@@ -70,7 +70,8 @@ def test_replicas_stay_within_one_and_max_and_every_request_is_accounted_for(
     app, load, arm, seed, connections, service, accept_cpu_ms
 ):
     app = attrs.evolve(app, service=service, accept_cpu_ms=accept_cpu_ms)
-    result = simulate("r", app, load, SimOptions(arm=arm, seed=seed, connections=connections))
+    burst = (load.segments[0][0] if len(load.segments) > 1 else 0.0, load.duration_s)  # the oracle's
+    result = simulate("r", app, load, SimOptions(arm=arm, seed=seed, connections=connections), burst_s=burst)
     replicas = result.timeline.initial_replicas
     for rescale in result.timeline.rescales:
         assert rescale.from_replicas == replicas  # a chain: each rescale starts where the last ended
@@ -123,7 +124,7 @@ def test_the_croft_arm_scales_up_within_seconds_of_a_burst_through_the_real_deci
     # collector poll (<= 2 s) + two scaler polls asking for more (2 x 2 s) + phase: at most ~8 s.
     assert 0 < first_up <= 8_000
     line = re.compile(
-        r"^\S+Z estimate_rps=[\d.]+\+? desired=\d+ replicas=\d+->\d+ decision=(up|down|hold) reason="
+        r"^ts=\S+Z estimate_rps=[\d.]+\+? desired=\d+ replicas=\d+->\d+ decision=(up|down|hold) reason="
     )
     assert all(line.match(x) for x in result.scaler_log)
     ups = [x for x in result.scaler_log if "decision=up reason=scale-up" in x]

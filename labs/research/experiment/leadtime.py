@@ -187,3 +187,71 @@ def distributions(rows: Sequence[LeadTime]) -> list[Distribution]:
             )
         )
     return out
+
+
+@attrs.frozen
+class ShapeDistribution:
+    """A signal's lead times across the runs of one arm at one burst shape (`shape_s`: the seconds
+    the burst took to reach its peak, the run's `load.ramp_s`; 0 for a step)."""
+
+    signal: str
+    arm: str
+    shape_s: float
+    runs: int
+    detected: int
+    mean_s: float | None
+    sd_s: float | None
+    min_s: float | None
+    max_s: float | None
+
+
+def per_shape(rows: Sequence[LeadTime], runs: Sequence[Run]) -> list[ShapeDistribution]:
+    """The lead times of `rows` per signal, arm (the run's `load.arm`, else its autoscaler) and
+    shape, by signal, then arm, then shape."""
+    of_run = {
+        r.name: (str(r.record.load.get("arm", r.record.autoscaler)), float(r.record.load.get("ramp_s", 0.0)))
+        for r in runs
+    }
+    groups: dict[tuple[str, str, float], list[LeadTime]] = {}
+    for row in rows:
+        arm, shape = of_run[row.run]
+        groups.setdefault((row.signal, arm, shape), []).append(row)
+    out = []
+    signals = list(dict.fromkeys(r.signal for r in rows))
+    for signal, arm, shape in sorted(groups, key=lambda k: (signals.index(k[0]), k[1], k[2])):
+        mine = groups[(signal, arm, shape)]
+        leads = [r.lead_s for r in mine if r.lead_s is not None]
+        out.append(
+            ShapeDistribution(
+                signal,
+                arm,
+                shape,
+                len(mine),
+                len(leads),
+                statistics.fmean(leads) if leads else None,
+                statistics.stdev(leads) if len(leads) > 1 else None,
+                min(leads, default=None),
+                max(leads, default=None),
+            )
+        )
+    return out
+
+
+def per_shape_text(found: Sequence[ShapeDistribution]) -> str:
+    """One line per signal and arm: the mean ± sd lead time (s) at each shape, with how many runs
+    gave one ('-' where none did: the signal never crossed, or p95 never exceeded the objective)."""
+    shapes = sorted({d.shape_s for d in found})
+    head = f"{'signal':30} {'arm':14}" + "".join(
+        f"{('step' if s == 0 else f'{s:g} s ramp'):>22}" for s in shapes
+    )
+    lines = [head]
+    for signal, arm in dict.fromkeys((d.signal, d.arm) for d in found):
+        cells = []
+        for shape in shapes:
+            d = next((x for x in found if (x.signal, x.arm, x.shape_s) == (signal, arm, shape)), None)
+            if d is None or d.mean_s is None:
+                cells.append("-" if d is None else f"- (0/{d.runs})")
+            else:
+                cells.append(f"{d.mean_s:+.1f} ± {d.sd_s or 0.0:.1f} ({d.detected}/{d.runs})")
+        lines.append(f"{signal:30} {arm:14}" + "".join(f"{c:>22}" for c in cells))
+    return "\n".join(lines)
