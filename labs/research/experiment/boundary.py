@@ -73,6 +73,8 @@ class Scored:
     first_above_s: float | None
     node_peak_cores: float | None
     node_cores: int | None
+    downs_in_burst: tuple[tuple[float, int, int], ...] = ()
+    """Each scale-down inside the burst: (seconds from the onset, from, to replicas)."""
 
 
 @attrs.frozen
@@ -159,6 +161,11 @@ def scored_runs(
             raise scoring.CompareError(f"run {record.run} cannot be scored: {exc}") from None
         node = nodecpu.read(run_dir / nodecpu.FILE)
         burst = (record.burst_onset_ms / 1000, (record.burst_end_ms or record.window_end_ms) / 1000)
+        downs = tuple(
+            ((r.at_ms - record.burst_onset_ms) / 1000, r.from_replicas, r.to_replicas)
+            for r in timeline.rescales
+            if r.to_replicas < r.from_replicas and burst[0] * 1000 <= r.at_ms <= burst[1] * 1000
+        )
         out.append(
             Scored(
                 scoring.score(record, timeline, rows, arm, slo_ms),
@@ -171,6 +178,7 @@ def scored_runs(
                 first_above_s(record, rows, slo_ms),
                 nodecpu.peak_cores(node, *burst) if node else None,
                 node[0].cores if node else None,
+                downs,
             )
         )
     return out
@@ -330,6 +338,16 @@ def why(arm: Cell, hpa: Cell | None, oracle: Cell | None, one_pod_passed_s: floa
         out.append(
             "its pods were Ready as early as the oracle's, yet p95 stayed above longer: the load stayed on "
             "the pods that were up at the onset"
+        )
+    downs = [(r.record.run, d) for r in arm.runs for d in r.downs_in_burst]
+    if downs:
+        runs = len({run for run, _ in downs})
+        shown = ", ".join(f"{a}->{b} at {t:.0f} s" for _, (t, a, b) in downs[:3])
+        out.append(
+            f"it scaled down inside the burst in {runs} of {arm.n} runs ({shown}"
+            + (", ..." if len(downs) > 3 else "")
+            + "): the replicas asked for to drain the backlog at the onset, given back after the scale-down "
+            "stabilization"
         )
     facts = [_facts(c) for c in (arm, hpa, oracle) if c is not None]
     return [*out, *facts]
