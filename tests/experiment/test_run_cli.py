@@ -170,7 +170,9 @@ def test_answer_draws_a_figure_for_print(tmp_path):
     from croft.runs.rundir import read_records, read_workload
 
     plot = tmp_path / "answer.png"
-    out = run_py("answer", "--seeds", "2", "--data", str(tmp_path), "--plot", str(plot), timeout=300)
+    out = run_py(
+        "answer", "--spec-bursts", "--seeds", "2", "--data", str(tmp_path), "--plot", str(plot), timeout=300
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("simulated: webapp, burst --scale 0.5 (5 -> 75 RPS), 2 seeds per arm")
     assert "croft scale, offered load, simulated against the HPA: seconds with p95 > 500 ms " in out.stdout
