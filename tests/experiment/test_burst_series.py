@@ -167,9 +167,9 @@ def _lead(run: str, signal: str, lead_s: float | None) -> leadtime.LeadTime:
     return leadtime.LeadTime(run, "croft", signal, "scaler", "req/s", 1.0, 0.1, 1.5, 2.0, None, lead_s)
 
 
-def test_lead_times_per_signal_arm_and_shape() -> None:
-    def run(name: str, arm: str, ramp_s: float | None) -> burst_series.Run:
-        load = {"arm": arm} | ({} if ramp_s is None else {"ramp_s": ramp_s})
+def test_lead_times_per_signal_arm_bound_and_shape() -> None:
+    def run(name: str, arm: str, ramp_s: float | None, bound: float = 10.0) -> burst_series.Run:
+        load = {"arm": arm, "max_connection_age_s": bound} | ({} if ramp_s is None else {"ramp_s": ramp_s})
         record = RunRecord(name, "webapp", "croft-exp", "webapp", "croft", 0, 1, load)
         return burst_series.Run(record, Path(name), (), None, (), (), ())
 
@@ -178,18 +178,20 @@ def test_lead_times_per_signal_arm_and_shape() -> None:
         run("b", "croft-offered", 0),
         run("c", "croft-offered", 60),
         run("d", "hpa", None),
+        run("e", "croft-offered", 0, bound=0.0),
     ]
-    rows = [_lead("a", "est", 1.0), _lead("b", "est", 3.0), _lead("c", "est", None), _lead("d", "est", -2.0)]
-    found = leadtime.per_shape(rows, runs)
-    assert [(d.signal, d.arm, d.shape_s, d.runs, d.detected, d.mean_s, d.sd_s) for d in found] == [
-        ("est", "croft-offered", 0.0, 2, 2, 2.0, pytest.approx(1.4142, abs=1e-4)),
-        ("est", "croft-offered", 60.0, 1, 0, None, None),
-        ("est", "hpa", 0.0, 1, 1, -2.0, None),  # a run without ramp_s is a step
+    leads = {"a": 1.0, "b": 3.0, "c": None, "d": -2.0, "e": 7.0}
+    found = leadtime.per_shape([_lead(name, "est", lead) for name, lead in leads.items()], runs)
+    assert [(d.signal, d.arm, d.bound_s, d.shape_s, d.runs, d.detected, d.mean_s, d.sd_s) for d in found] == [
+        ("est", "croft-offered", 10.0, 0.0, 2, 2, 2.0, pytest.approx(1.4142, abs=1e-4)),
+        ("est", "croft-offered", 10.0, 60.0, 1, 0, None, None),
+        ("est", "croft-offered", 0.0, 0.0, 1, 1, 7.0, None),  # another bound: its own row
+        ("est", "hpa", 10.0, 0.0, 1, 1, -2.0, None),  # a run without ramp_s is a step
     ]
     text = leadtime.per_shape_text(found).splitlines()
-    assert text[0].split() == ["signal", "arm", "step", "60", "s", "ramp"]
-    assert text[1].split()[:6] == ["est", "croft-offered", "+2.0", "±", "1.4", "(2/2)"]
-    assert text[1].endswith("- (0/1)") and text[2].rstrip().endswith("-")
+    assert text[0].split() == ["signal", "arm", "bound", "step", "60", "s", "ramp"]
+    assert text[1].split()[:7] == ["est", "croft-offered", "10", "s", "+2.0", "±", "1.4"]
+    assert text[1].endswith("- (0/1)") and text[2].split()[2] == "none" and text[3].rstrip().endswith("-")
 
 
 def test_the_notebooks_read_the_user_s_runs_or_on_a_fresh_clone_the_committed_recording(
