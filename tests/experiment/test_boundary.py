@@ -116,6 +116,22 @@ def test_runs_are_grouped_by_bound_shape_arm_and_source(data: Path) -> None:
     (old_signal,) = cells[-1].runs
     assert old_signal.downs_in_burst == ((30.0, 6, 4),)
     assert old_signal.node_peak_cores is None  # no node_cpu.csv
+    assert boundary.table_text(cells).splitlines()[-1].endswith("  -")
+
+
+def test_the_node_s_cpu_during_the_burst_is_in_the_table(data: Path) -> None:
+    import nodecpu
+
+    onset = START_MS / 1000 + ONSET_S
+    busy = {0: 1.2, 5: 1.95, 20: 0.8, 29: 1.99, 31: 2.0}  # the burst is 30 s: the last is after it
+    samples = [nodecpu.Sample(onset + t, b, 0.0, 0.0, 2) for t, b in busy.items()]
+    nodecpu.write(data / "r-hpa-0-0" / nodecpu.FILE, samples)
+    cells = boundary.cells(boundary.scored_runs(data, "real"))
+    cell = next(c for c in cells if c.arm == "hpa" and c.shape_s == 0 and c.bound_s == 10)
+    run = next(r for r in cell.runs if r.record.run == "r-hpa-0-0")
+    assert (run.node_peak_cores, run.node_cores, run.node_saturated_s) == (1.99, 2, 2)
+    line = boundary.table_text([cell]).splitlines()[1]
+    assert line.endswith("1.99 of 2 cores, 2 s saturated")
 
 
 def test_a_run_without_an_arm_is_left_out(data: Path) -> None:

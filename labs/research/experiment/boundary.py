@@ -61,7 +61,8 @@ this: a stray second of a run is noise, not a shape no scaler can hold."""
 class Scored:
     """One scored burst run and what the boundary needs beside its scores: its shape, arm and bound,
     the first second (from the onset) whose p95 exceeded the objective, and its node's busiest
-    second (cores; None where the run did not record the node's CPU)."""
+    second and its seconds saturated during the burst (None where the run did not record the node's
+    CPU)."""
 
     score: scoring.Score
     record: RunRecord
@@ -73,6 +74,7 @@ class Scored:
     first_above_s: float | None
     node_peak_cores: float | None
     node_cores: int | None
+    node_saturated_s: int | None
     downs_in_burst: tuple[tuple[float, int, int], ...] = ()
     """Each scale-down inside the burst: (seconds from the onset, from, to replicas)."""
 
@@ -178,6 +180,7 @@ def scored_runs(
                 first_above_s(record, rows, slo_ms),
                 nodecpu.peak_cores(node, *burst) if node else None,
                 node[0].cores if node else None,
+                nodecpu.saturated_seconds(node, *burst) if node else None,
                 downs,
             )
         )
@@ -252,14 +255,16 @@ def read_csv(path: Path) -> list[dict[str, str]]:
 def _node_text(cell: Cell) -> str:
     peaks = [r.node_peak_cores for r in cell.runs if r.node_peak_cores is not None]
     cores = next((r.node_cores for r in cell.runs if r.node_cores), None)
+    saturated = sum(r.node_saturated_s or 0 for r in cell.runs)
     if not peaks:
         return "-"
-    return f"{max(peaks):.2f} of {cores}" if cores else f"{max(peaks):.2f}"
+    return f"{max(peaks):.2f} of {cores} cores, {saturated} s saturated"
 
 
 def table_text(table: Sequence[Cell]) -> str:
     """One line per cell: mean ± sd [95 % CI] of seconds above the objective, failures and
-    replica-seconds, and (real runs) the node's busiest second during the burst."""
+    replica-seconds, and (real runs) the node's busiest second during the burst, of all its runs,
+    and the seconds it was saturated in them (nodecpu.SATURATED_SHARE)."""
     heads = (
         f"{'shape':>6} {'arm':14} {'source':6} {'n':>3}  {'s with p95 > 500 ms':>28}  "
         f"{'failed + timed out':>30}  {'replica-seconds':>30}  node CPU peak"
