@@ -21,7 +21,8 @@ and its time estimate first. With `--resume` the runs already in OUT (runs.jsonl
    stabilized alike; the offered-load arm reads `--signal-args`), then back to one pod;
 4. the collector's dataset copied beside the runs, the node down (unless `--keep`).
 
-Then `run.py answer --real OUT/web` (RUNNING.md) fits the simulator on half the runs, checks it on
+Then `run.py answer --apps OUT/app/apps.json --real OUT/web` (RUNNING.md: the app as it ran, with
+the calibration of step 1) fits the simulator on half the runs, checks it on
 the other half, and prints and draws the boundary.
 
 Why the node's sizing is what it is: apps.json's README lines (apps.py) and RUNNING.md. The probes
@@ -369,7 +370,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     finally:
         if not args.keep:
             script("down", timeout=300)
-    print(f"done in {time.time() - started:.0f} s: {out}; then: run.py answer --real {out / 'web'}")
+    print(
+        f"done in {time.time() - started:.0f} s: {out}; then: "
+        f"run.py answer --app {app.name} --apps {out / 'app' / 'apps.json'} --real {out / 'web'}"
+    )
 
 
 def stop_on_sigterm(signum: int, frame: object) -> None:
