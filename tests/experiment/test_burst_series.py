@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import burst_series
 import leadtime
 from croft.runs.load import SecondStats
@@ -159,3 +161,52 @@ def test_scaler_log_lines_in_json_and_with_a_backlog() -> None:
     assert burst_series.parse_scaler_line(logfmt) == expected
     assert burst_series.parse_scaler_line(json_line) == expected
     assert burst_series.parse_scaler_line('{"ts": "not a time"}') is None
+
+
+def _lead(run: str, signal: str, lead_s: float | None) -> leadtime.LeadTime:
+    return leadtime.LeadTime(run, "croft", signal, "scaler", "req/s", 1.0, 0.1, 1.5, 2.0, None, lead_s)
+
+
+def test_lead_times_per_signal_arm_bound_and_shape() -> None:
+    def run(name: str, arm: str, ramp_s: float | None, bound: float = 10.0) -> burst_series.Run:
+        load = {"arm": arm, "max_connection_age_s": bound} | ({} if ramp_s is None else {"ramp_s": ramp_s})
+        record = RunRecord(name, "webapp", "croft-exp", "webapp", "croft", 0, 1, load)
+        return burst_series.Run(record, Path(name), (), None, (), (), ())
+
+    runs = [
+        run("a", "croft-offered", 0),
+        run("b", "croft-offered", 0),
+        run("c", "croft-offered", 60),
+        run("d", "hpa", None),
+        run("e", "croft-offered", 0, bound=0.0),
+    ]
+    leads = {"a": 1.0, "b": 3.0, "c": None, "d": -2.0, "e": 7.0}
+    found = leadtime.per_shape([_lead(name, "est", lead) for name, lead in leads.items()], runs)
+    assert [(d.signal, d.arm, d.bound_s, d.shape_s, d.runs, d.detected, d.mean_s, d.sd_s) for d in found] == [
+        ("est", "croft-offered", 10.0, 0.0, 2, 2, 2.0, pytest.approx(1.4142, abs=1e-4)),
+        ("est", "croft-offered", 10.0, 60.0, 1, 0, None, None),
+        ("est", "croft-offered", 0.0, 0.0, 1, 1, 7.0, None),  # another bound: its own row
+        ("est", "hpa", 10.0, 0.0, 1, 1, -2.0, None),  # a run without ramp_s is a step
+    ]
+    text = leadtime.per_shape_text(found).splitlines()
+    assert text[0].split() == ["signal", "arm", "bound", "step", "60", "s", "ramp"]
+    assert text[1].split()[:7] == ["est", "croft-offered", "10", "s", "+2.0", "±", "1.4"]
+    assert text[1].endswith("- (0/1)") and text[2].split()[2] == "none" and text[3].rstrip().endswith("-")
+
+
+def test_the_notebooks_read_the_user_s_runs_or_on_a_fresh_clone_the_committed_recording(
+    tmp_path: Path,
+) -> None:
+    fresh = burst_series.notebook_inputs({}, tmp_path)
+    assert fresh.runs == burst_series.FIXTURE / "web" and fresh.dataset == burst_series.FIXTURE / "nodes"
+    assert (fresh.runs / "runs.jsonl").exists() and (burst_series.FIXTURE / "nodes").is_dir()
+    assert fresh.note.startswith(f"No runs of your own under {tmp_path / 'experiment/data/web'}")
+    assert fresh.out == tmp_path / "experiment/data/figures"
+    own = tmp_path / "experiment/data/web"
+    own.mkdir(parents=True)
+    (own / "runs.jsonl").write_text("")
+    mine = burst_series.notebook_inputs({"CROFT_RESEARCH_PREFIX": "burst-"}, tmp_path)
+    assert (mine.runs, mine.dataset, mine.prefix) == (own, tmp_path / "data/nodes", "burst-")
+    assert mine.note.startswith(f"Reading the runs under {own}")
+    named = burst_series.notebook_inputs({"CROFT_RESEARCH_RUNS": str(tmp_path / "elsewhere")}, tmp_path)
+    assert named.runs == tmp_path / "elsewhere"  # named: never replaced by the recording

@@ -1,6 +1,6 @@
 """labs/research's notebooks: committed without outputs, and executed (nbclient, a real Python
-kernel) on the small real run of fixtures/research-run, where each must draw its figures (SVG and
-PDF) and write its tables."""
+kernel) as a fresh clone has them (no runs of the user's own), where each opens the small real run of
+fixtures/research-run, says so first, and must draw its figures (SVG and PDF) and write its tables."""
 
 from __future__ import annotations
 
@@ -12,7 +12,15 @@ from typing import Any
 import pytest
 
 from croft.runs.rundir import read_records
-from tests.helpers.notebooks import FIXTURE, NOTEBOOKS, REPO, RESEARCH, execute, outputs_of
+from tests.helpers.notebooks import (
+    FIXTURE,
+    NOTEBOOKS,
+    REPO,
+    execute,
+    first_output,
+    fresh_research,
+    outputs_of,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -54,10 +62,20 @@ def _assert_figure(stem: Path) -> None:
 
 @pytest.fixture(scope="module")
 def executed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Any]]:
+    """Both notebooks run from a fresh clone's labs/research, no inputs named."""
     out = tmp_path_factory.mktemp("figures")
-    return {
-        name: (out, execute(RESEARCH / name, FIXTURE / "web", FIXTURE / "nodes", out)) for name in NOTEBOOKS
-    }
+    research = fresh_research(tmp_path_factory.mktemp("clone"))
+    return {name: (out, execute(research / name, None, None, out)) for name in NOTEBOOKS}
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_a_fresh_clone_opens_the_committed_recording_and_says_so_first(
+    executed: dict[str, tuple[Path, Any]], name: str
+) -> None:
+    _, nb = executed[name]
+    first = first_output(nb)
+    assert first.startswith("No runs of your own under experiment/data/web"), first
+    assert f"opening the committed recording {FIXTURE}" in first, first
 
 
 def test_burst_signals_draws_each_run_and_the_mean(executed: dict[str, tuple[Path, Any]]) -> None:
@@ -107,3 +125,11 @@ def test_lead_time_has_one_row_per_signal_per_run(executed: dict[str, tuple[Path
     assert all(int(d["runs"]) == len(runs) for d in dists)
     _assert_figure(out / "lead_time")
     assert "Lead time = objective crossed - detected" in outputs_of(nb)
+    # per signal, arm and shape: the fixture's bursts ramp to their peak in 10 s
+    shapes = _rows(out / "lead_time_per_shape.csv")
+    assert {r["shape_s"] for r in shapes} == {"10"}
+    assert {(r["signal"], r["arm"]) for r in shapes} == {
+        (r["signal"], a) for r in rows for a in ("hpa", "croft")
+    }
+    assert all(int(r["runs"]) == 2 for r in shapes)
+    assert "10 s ramp" in outputs_of(nb)

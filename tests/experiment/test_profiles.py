@@ -101,3 +101,36 @@ def test_the_schedule_follows_the_integral_of_the_rate(name, scale):
     integral = sum(p.rate_at(i * 0.01 + 0.005) * 0.01 for i in range(int(p.duration_s * 100)))
     assert abs(len(times) - integral) <= 1
     assert times == sorted(times) and all(0 <= t < p.duration_s for t in times)
+
+
+def test_a_ramp_burst_reaches_its_peak_in_ramp_s_and_holds_it():
+    p = profiles.ramp_burst(12, 60, ramp_s=30, before_s=60, hold_s=120, after_s=60)
+    assert p.duration_s == 60 + 30 + 120 + 60 and p.burst_s == (60.0, 210.0)
+    assert [p.rate_at(t) for t in (0, 59.9, 60)] == [12, 12, 12]
+    assert p.rate_at(75) == pytest.approx(36.0)  # halfway up
+    assert [p.rate_at(t) for t in (90, 209.9, 210, 269.9)] == [60, 60, 12, 12]
+    assert p.meta() == {
+        "profile": "burst",
+        "base_rps": 12,
+        "peak_rps": 60,
+        "ramp_s": 30,
+        "before_s": 60,
+        "hold_s": 120,
+        "after_s": 60,
+        "duration_s": 270,
+    }
+
+
+def test_a_ramp_burst_of_0_s_is_a_step():
+    p = profiles.ramp_burst(5, 25, ramp_s=0, before_s=10, hold_s=20, after_s=10)
+    assert [p.rate_at(t) for t in (9.99, 10, 29.99, 30)] == [5, 25, 25, 5]
+    assert p.burst_s == (10.0, 30.0)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [((0, 10), "a burst needs a base rate above 0"), ((10, 5), "a burst needs"), ((5, 10, -1), "ramp")],
+)
+def test_a_ramp_burst_refuses_what_is_not_one(args, message):
+    with pytest.raises(profiles.ProfileError, match=message):
+        profiles.ramp_burst(*args)

@@ -170,7 +170,9 @@ def test_answer_draws_a_figure_for_print(tmp_path):
     from croft.runs.rundir import read_records, read_workload
 
     plot = tmp_path / "answer.png"
-    out = run_py("answer", "--seeds", "2", "--data", str(tmp_path), "--plot", str(plot), timeout=300)
+    out = run_py(
+        "answer", "--spec-bursts", "--seeds", "2", "--data", str(tmp_path), "--plot", str(plot), timeout=300
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("simulated: webapp, burst --scale 0.5 (5 -> 75 RPS), 2 seeds per arm")
     assert "croft scale, offered load, simulated against the HPA: seconds with p95 > 500 ms " in out.stdout
@@ -208,3 +210,19 @@ def test_answer_draws_a_figure_for_print(tmp_path):
         assert drawn_rows[: len(first) - 10] == first[:-10]
     report = out.stdout.split("after the burst", 1)[1]
     assert report.count("back at its pre-burst replicas at") == 6, out.stdout
+
+
+def test_ramp_secs_runs_the_app_s_burst_at_that_shape(tmp_path):
+    out = run_py(
+        "simulate", "--app", "webapp-node-200m", "--ramp-secs", "30", "--scaler", "croft",
+        "--signal", "offered", "--seeds", "1", "--data", str(tmp_path),
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    (record,) = [json.loads(line) for line in (tmp_path / "web" / "runs.jsonl").read_text().splitlines()]
+    assert record["load"]["ramp_s"] == 30 and record["load"]["peak_rps"] == 60
+    # 30 s warm-up and 60 s of base, then 30 s of ramp and 120 s held
+    assert record["load"]["burst"]["onset_ms"] - record["window"]["start_ms"] == 90_000
+    assert record["load"]["burst"]["end_ms"] - record["load"]["burst"]["onset_ms"] == 150_000
+    assert record["simulated"]["app"]["max_connection_age_s"] == 10
+    bad = run_py("simulate", "--app", "webapp", "--ramp-secs", "30", "--data", str(tmp_path))
+    assert bad.returncode == 2 and bad.stderr.startswith("run.py: --ramp-secs needs an app with a burst")

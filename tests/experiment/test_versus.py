@@ -86,7 +86,8 @@ def run_py(*args: str) -> subprocess.CompletedProcess[str]:
 def test_answer_real_reports_real_and_simulated_runs_each_labelled(real: Path, tmp_path: Path) -> None:
     sim = tmp_path / "sim"
     out = run_py(
-        "answer", "--real", str(real), "--prefix", "hpa-", "duo-", "--sim-signal", "duo-=offered",
+        "answer", "--spec-bursts", "--real", str(real), "--prefix", "hpa-", "duo-",
+        "--sim-signal", "duo-=offered",
         "--seeds", "2", "--data", str(sim),
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
@@ -119,7 +120,8 @@ def test_answer_real_reports_real_and_simulated_runs_each_labelled(real: Path, t
 
 def test_given_delays_win_over_the_measured_ones(real: Path, tmp_path: Path) -> None:
     out = run_py(
-        "answer", "--real", str(real / "duo-20261203T042000Z"), "--prefix", "duo-", "--seeds", "1",
+        "answer", "--spec-bursts", "--real", str(real / "duo-20261203T042000Z"), "--prefix", "duo-",
+        "--seeds", "1",
         "--pod-start-secs", "4,6", "--data", str(tmp_path / "sim"),
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
@@ -144,7 +146,7 @@ def test_given_delays_win_over_the_measured_ones(real: Path, tmp_path: Path) -> 
 )
 def test_mistakes_are_one_sentence(real: Path, tmp_path: Path, args: tuple[str, ...], message: str) -> None:
     argv = [a.replace("REAL", str(real)).replace("NOWHERE", str(tmp_path / "none")) for a in args]
-    out = run_py("answer", *argv, "--seeds", "1", "--data", str(tmp_path / "sim"))
+    out = run_py("answer", "--spec-bursts", *argv, "--seeds", "1", "--data", str(tmp_path / "sim"))
     assert out.returncode == 2, out.stdout
     assert out.stderr.startswith(message) and "Traceback" not in out.stderr and out.stderr.count("\n") == 1
 
@@ -170,7 +172,8 @@ def test_answer_real_reads_a_real_capture_and_takes_the_node_s_settings(tmp_path
     fixture = Path(apps.__file__).resolve().parents[3] / "fixtures" / "research-run" / "web"
     sim = tmp_path / "sim"
     out = run_py(
-        "answer", "--real", str(fixture), "--prefix", "hpa-", "duo-", "--seeds", "2", "--data", str(sim),
+        "answer", "--spec-bursts", "--real", str(fixture), "--prefix", "hpa-", "duo-", "--seeds", "2",
+        "--data", str(sim),
         "--cpu-share", "0.4", "--cpu-request-cores", "0.1", "--scaler-interval-secs", "1",
         "--hpa-sync-secs", "5", "--metric-resolution-secs", "10", "--hpa-downscale-stabilization-secs", "30",
     )  # fmt: skip

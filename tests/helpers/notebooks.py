@@ -14,17 +14,32 @@ NOTEBOOKS = ("burst_signals.ipynb", "lead_time.ipynb")
 FIXTURE = REPO / "fixtures" / "research-run"
 
 
-def execute(notebook: Path, runs: Path, dataset: Path, out: Path, timeout_s: float = 120) -> Any:
-    """Execute `notebook` on the run directories under `runs` and the croft dataset at `dataset`,
-    writing its figures and tables under `out`; returns the executed notebook (nbformat).
-    A cell that raises fails with nbclient's CellExecutionError (the cell and its traceback)."""
+def fresh_research(root: Path) -> Path:
+    """labs/research as a fresh clone has it, under `root`: the notebooks, and the harness's modules
+    (linked) without a data directory; returns its labs/research."""
+    research = root / "labs" / "research"
+    (research / "experiment").mkdir(parents=True)
+    for name in NOTEBOOKS:
+        (research / name).write_bytes((RESEARCH / name).read_bytes())
+    for module in (RESEARCH / "experiment").glob("*.py"):
+        (research / "experiment" / module.name).symlink_to(module)
+    return research
+
+
+def execute(
+    notebook: Path, runs: Path | None, dataset: Path | None, out: Path, timeout_s: float = 120
+) -> Any:
+    """Execute `notebook` on the run directories under `runs` and the croft dataset at `dataset`
+    (None: not named, so the notebook's defaults), writing its figures and tables under `out`;
+    returns the executed notebook (nbformat). A cell that raises fails with nbclient's
+    CellExecutionError (the cell and its traceback)."""
     import nbclient
     import nbformat
 
     nb = nbformat.read(notebook, as_version=4)
     env = {
-        "CROFT_RESEARCH_RUNS": str(runs),
-        "CROFT_RESEARCH_DATASET": str(dataset),
+        "CROFT_RESEARCH_RUNS": "" if runs is None else str(runs),
+        "CROFT_RESEARCH_DATASET": "" if dataset is None else str(dataset),
         "CROFT_RESEARCH_OUT": str(out),
         # jupyter_core's DeprecationWarning about its paths (warnings are errors in the tests)
         "JUPYTER_PLATFORM_DIRS": "1",
@@ -47,6 +62,15 @@ def execute(notebook: Path, runs: Path, dataset: Path, out: Path, timeout_s: flo
             else:
                 os.environ[key] = value
     return nb
+
+
+def first_output(nb: Any) -> str:
+    """The text of the notebook's first output (of its first code cell that printed something)."""
+    for cell in nb.cells:
+        for output in cell.get("outputs", ()):
+            if output.get("output_type") == "stream":
+                return str(output.get("text", ""))
+    return ""
 
 
 def outputs_of(nb: Any) -> str:

@@ -16,14 +16,12 @@ WEBAPP = Path(__file__).resolve().parents[2] / "labs/research/experiment/workloa
 
 
 @contextmanager
-def running_webapp(cpu_ms: float) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """The webapp costing `cpu_ms` per request, with its URL once it accepts connections (10 s at
-    most); terminated on exit."""
+def running_webapp(cpu_ms: float, *extra: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """The webapp costing `cpu_ms` per request (`extra`: more of its options), with its URL once it
+    accepts connections (10 s at most); terminated on exit."""
     port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, str(WEBAPP), "--host", "127.0.0.1", "--port", str(port), "--cpu-ms", str(cpu_ms)],
-        stdout=subprocess.DEVNULL,
-    )
+    argv = [sys.executable, str(WEBAPP), "--host", "127.0.0.1", "--port", str(port), "--cpu-ms", str(cpu_ms)]
+    process = subprocess.Popen([*argv, *extra], stdout=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:

@@ -222,6 +222,7 @@ def test_users_run_locust_and_the_run_is_recorded_like_an_open_loop_one(
         "locust_failures.csv",
         "locust_stats.csv",
         "locust_stats_history.csv",
+        "node_cpu.csv",  # this machine's CPU, every second of the run
         "timeline.json",
     ]
     row = locust_mode.aggregated(run_dir)
@@ -239,3 +240,36 @@ def test_users_run_locust_and_the_run_is_recorded_like_an_open_loop_one(
     assert (timeline.start_ms, timeline.end_ms) == (record.window_start_ms, record.window_end_ms)
     with pytest.raises(scoring.CompareError, match="no burst run"):
         scoring.score_prefixes(tmp_path / "web", ["users-"])
+
+
+def test_an_app_that_sizes_its_pods_is_deployed_as_apps_json_says_and_the_run_says_so(
+    control_plane: ControlPlane, webapp_url: str, tmp_path: Path
+) -> None:
+    """webapp-node-200m in a namespace of its own: web applies its manifests as apps.rendered writes
+    them (200m pods, CPU_MS 10, the connection bound asked for), its run says its bound and arm in
+    runs.jsonl, and node_cpu.csv holds this machine's CPU every second of the run."""
+    import nodecpu
+
+    plane, namespace = control_plane, "croft-harness-sized"
+    entry = apps.entry_of(json.loads(apps.APPS_JSON.read_text()), "webapp-node-200m", apps.APPS_JSON)
+    entry.update(namespace=namespace, manifests=[str(HARNESS / m) for m in entry["manifests"]])
+    entry["hpa"] = str(HARNESS / entry["hpa"])
+    (tmp_path / "apps.json").write_text(json.dumps({"sized": entry}))
+    app = apps.load("sized", tmp_path / "apps.json")
+    with FakeKubelet(plane, namespace):
+        options = _options(
+            plane, app, webapp_url, tmp_path, prefix="sized-", max_connection_age_s=4.0, labels={"arm": "hpa"}
+        )
+        run_dir = web.web(options)
+    deployment = plane.call("GET", f"/apis/apps/v1/namespaces/{namespace}/deployments/webapp")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["resources"]["requests"]["cpu"] == container["resources"]["limits"]["cpu"] == "200m"
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert (env["CPU_MS"], env["MAX_CONNECTION_AGE_S"], env["SENDTO"]) == ("10", "4", "2")
+    hpa = f"/apis/autoscaling/v2beta2/namespaces/{namespace}/horizontalpodautoscalers/webapp"
+    assert plane.call("GET", hpa)["metadata"]["namespace"] == namespace
+    (record,) = read_records(tmp_path / "web")
+    assert (record.load["max_connection_age_s"], record.load["arm"]) == (4.0, "hpa")
+    samples = nodecpu.read(run_dir / nodecpu.FILE)
+    assert len(samples) >= 5 and all(0 <= s.busy_cores <= s.cores for s in samples)
+    assert record.window_start_ms / 1000 - 2 <= samples[0].unix_s <= samples[-1].unix_s

@@ -70,7 +70,8 @@ def test_replicas_stay_within_one_and_max_and_every_request_is_accounted_for(
     app, load, arm, seed, connections, service, accept_cpu_ms
 ):
     app = attrs.evolve(app, service=service, accept_cpu_ms=accept_cpu_ms)
-    result = simulate("r", app, load, SimOptions(arm=arm, seed=seed, connections=connections))
+    burst = (load.segments[0][0] if len(load.segments) > 1 else 0.0, load.duration_s)  # the oracle's
+    result = simulate("r", app, load, SimOptions(arm=arm, seed=seed, connections=connections), burst_s=burst)
     replicas = result.timeline.initial_replicas
     for rescale in result.timeline.rescales:
         assert rescale.from_replicas == replicas  # a chain: each rescale starts where the last ended
@@ -123,7 +124,7 @@ def test_the_croft_arm_scales_up_within_seconds_of_a_burst_through_the_real_deci
     # collector poll (<= 2 s) + two scaler polls asking for more (2 x 2 s) + phase: at most ~8 s.
     assert 0 < first_up <= 8_000
     line = re.compile(
-        r"^\S+Z estimate_rps=[\d.]+\+? desired=\d+ replicas=\d+->\d+ decision=(up|down|hold) reason="
+        r"^ts=\S+Z estimate_rps=[\d.]+\+? desired=\d+ replicas=\d+->\d+ decision=(up|down|hold) reason="
     )
     assert all(line.match(x) for x in result.scaler_log)
     ups = [x for x in result.scaler_log if "decision=up reason=scale-up" in x]
@@ -383,3 +384,75 @@ def test_a_harness_polling_spec_replicas_records_each_rescale_late_but_within_a_
     ]
     for recorded, real in zip(late, exact.timeline.rescales, strict=False):
         assert 0 <= recorded.at_ms - real.at_ms <= poll * 1000
+
+
+def test_an_idle_threaded_pod_accepts_at_once_and_the_acceptor_takes_no_cpu_from_the_threads():
+    """One pod (1 core), 500 ms a request, a connection each, accept_cpu_ms 20: the first request
+    finds no thread busy and starts at once; the second (at 0.1 s) waits 20 ms of turns beside the
+    one busy thread, then both share the pod. A: 0.12 s alone, then 0.38 s at half speed, done at
+    0.88 s; B: 0.38 s at half speed, then 0.12 s alone, done at 1.0 s. The pod worked 1.0 s: the
+    requests' work and nothing more (an acceptor taking its turns as CPU makes that 1.02 s)."""
+    app = attrs.evolve(APP, cpu_per_request_ms=500, service_cv=0, service="shared", accept_cpu_ms=20.0)
+    cluster = Cluster(app, random.Random(1), 10.0)
+    a = cluster.send(0.0, timeout_s=10.0)
+    b = cluster.send(0.1, timeout_s=10.0)
+    cluster.advance(math.inf)
+    assert a.done_s == pytest.approx(0.88, abs=1e-9) and b.done_s == pytest.approx(1.0, abs=1e-9)
+    (name,) = cluster.busy_s
+    assert sum(cluster.busy_s[name]) == pytest.approx(1.0, abs=1e-9)
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 2**32), bound=st.sampled_from([1.0, 3.0, 8.0]), rps=st.sampled_from([4.0, 20.0]))
+def test_a_bounded_connection_carries_no_reply_after_the_first_one_sent_at_its_age(seed, bound, rps):
+    """With the server's bound on a connection's life, each connection's replies but its last were
+    sent before it was `bound` old: the one at that age or older says Connection: close."""
+    app = attrs.evolve(APP, service="shared", accept_cpu_ms=5.0, max_connection_age_s=bound)
+    cluster = Cluster(app, random.Random(seed), 60.0, initial_replicas=2, connections="keep-alive")
+    for arrival in send_times(Steps(((30, rps),)).rate_at, 30.0):
+        cluster.send(arrival, timeout_s=10.0)
+    cluster.advance(math.inf)
+    for connection in cluster.connections:
+        replies = sorted(
+            r.done_s for r in cluster.requests if r.connection == connection.number and r.answered()
+        )
+        assert all(done - connection.opened_s < bound for done in replies[:-1]), (connection.number, replies)
+    assert len(cluster.connections) > 30 / bound / 2  # renewed, not one for the whole run
+
+
+@pytest.mark.parametrize("bound", [0.0, 5.0])
+def test_with_the_bound_pods_started_later_take_load_and_without_it_they_idle(bound):
+    """One pod at 8 req/s (50 ms each: 40 % of it), scaled to 3 at 10 s. Without the bound the
+    client's oldest connection is never idle 5 s, so it carries every request to the first pod; with
+    connections closed at 5 s of age the new pods take a share from then on."""
+    app = attrs.evolve(APP, service="shared", accept_cpu_ms=5.0, max_connection_age_s=bound)
+    cluster = Cluster(app, random.Random(3), 120.0, connections="keep-alive")
+    for arrival in send_times(Steps(((90, 8),)).rate_at, 90.0):
+        if arrival >= 10.0 and cluster.spec_replicas == 1:
+            cluster.set_replicas(10.0, 3, "test", "more")
+        cluster.send(arrival, timeout_s=10.0)
+    cluster.advance(math.inf)
+    first, *later = (p.name for p in cluster.pods)
+    late = [cluster.arrivals_between(name, 30.0, 90.0) for name in later]
+    total = cluster.arrivals_between(first, 30.0, 90.0) + sum(late)
+    if bound == 0:
+        assert late == [0, 0]
+    else:
+        assert all(n > 0.1 * total for n in late), (late, total)
+
+
+def test_the_oracle_asks_for_the_peak_s_replicas_at_the_onset_and_its_start_at_the_end():
+    load = Steps(((60, 5), (60, 75), (60, 5)))
+    result = simulate("r", APP, load, SimOptions(arm="oracle", seed=2), burst_s=(60.0, 120.0))
+    onset = result.timeline.start_ms + 60_000
+    # 75 req/s x 50 ms / (1 core x 0.7) = 5.36: 6 replicas
+    assert [
+        (r.at_ms - onset, r.from_replicas, r.to_replicas, r.source) for r in result.timeline.rescales
+    ] == [
+        (0, 1, 6, "oracle"),
+        (60_000, 6, 1, "oracle"),
+    ]
+    told = simulate("r", APP, load, SimOptions(arm="oracle", oracle_replicas=3), burst_s=(60.0, 120.0))
+    assert [r.to_replicas for r in told.timeline.rescales] == [3, 1]
+    with pytest.raises(ValueError, match="the oracle arm needs the burst"):
+        simulate("r", APP, load, SimOptions(arm="oracle"))

@@ -62,12 +62,36 @@ class Tuning:
     service: Service | None = None
     accept_cpu_ms: float | None = None
     record_poll_s: float | None = None
+    scaler_stabilization_s: float | None = None
+    max_connection_age_s: float | None = None
+
+    @classmethod
+    def of_cluster(cls, cluster: apps.ClusterSettings) -> Tuning:
+        """The settings of the cluster an apps.json entry runs on (its `cluster`)."""
+        return cls(
+            scaler_interval_s=cluster.scaler_interval_s,
+            scaler_stabilization_s=cluster.scaler_stabilization_s,
+            hpa_sync_s=cluster.hpa_sync_s,
+            hpa_down_stabilization_s=cluster.hpa_down_stabilization_s,
+            metric_resolution_s=cluster.metric_resolution_s,
+        )
+
+    def over(self, base: Tuning) -> Tuning:
+        """`base` with every setting this one gives (not None) taken from this one; delays merged."""
+        given = {
+            f.name: getattr(self, f.name)
+            for f in attrs.fields(Tuning)
+            if f.name != "delays" and getattr(self, f.name) is not None
+        }
+        return attrs.evolve(base, delays={**base.delays, **self.delays}, **given)
 
     def app(self, app: apps.App, measured: Mapping[str, tuple[float, ...]] | None = None) -> apps.App:
         """`app` with the measured delays (drawn from the values measured), then the given ones (a
         range, drawn uniformly), and the CPU share and request and how a pod serves."""
         measured = dict(measured or {})
         app = apps.with_delays(app, {**measured, **self.delays})
+        if self.max_connection_age_s is not None:
+            app = apps.with_connection_age(app, self.max_connection_age_s)
         sampled = sorted(set(measured) - set(self.delays))
         extra: dict[str, Any] = {
             "cpu_share": self.cpu_share,
@@ -85,6 +109,8 @@ class Tuning:
             changes["drain_s"] = self.drain_s
         if self.scaler_interval_s is not None:
             changes["scaler_interval_s"] = self.scaler_interval_s
+        if self.scaler_stabilization_s is not None:
+            changes["stabilization_s"] = self.scaler_stabilization_s
         if self.metric_resolution_s is not None:
             changes["metric_resolution_s"] = self.metric_resolution_s
         if self.hpa_sync_s is not None:
@@ -107,6 +133,7 @@ class Tuning:
                 ("share of the CPU limit a pod gets", self.cpu_share),
                 ("CPU request cores", self.cpu_request_cores),
                 ("croft scale --interval", self.scaler_interval_s),
+                ("croft scale --stabilization-secs", self.scaler_stabilization_s),
                 ("HPA sync s", self.hpa_sync_s),
                 ("metrics resolution s", self.metric_resolution_s),
                 ("HPA scale-down stabilization s", self.hpa_down_stabilization_s),
@@ -121,6 +148,8 @@ class Tuning:
             parts.append(f"service {self.service}")
         if self.accept_cpu_ms is not None:
             parts.append(f"accept CPU ms {self.accept_cpu_ms:g}")
+        if self.max_connection_age_s is not None:
+            parts.append(f"connections closed at {self.max_connection_age_s:g} s of age (0: never)")
         return "; ".join(parts)
 
 

@@ -38,6 +38,9 @@ from croft.errors import UserError
 from croft.runs.load import SecondStats
 from croft.runs.rundir import RunRecord, Timeline, read_records, read_timeline, read_workload
 
+FIXTURE = Path(__file__).resolve().parents[3] / "fixtures" / "research-run"
+"""The committed recording (a real two-arm burst on the test node, its README says how it was made):
+what the notebooks open on a fresh clone, where the user has no runs of their own."""
 POLL_MARGIN_MS = 2_000
 AFTER_MS = 10_000
 # The row fields of docs/dataset.md (and `node`); any other numeric leaf is an offered-load field
@@ -197,6 +200,42 @@ def read_scaler_log(path: Path) -> tuple[ScalerPoll, ...]:
         return ()
     polls = (parse_scaler_line(line) for line in path.read_text(encoding="utf-8").splitlines())
     return tuple(p for p in polls if p is not None)
+
+
+@attrs.frozen
+class Inputs:
+    """What a notebook reads (run directories, croft's dataset, the runs' name prefix), where it
+    writes, and a sentence saying which, for its first output."""
+
+    runs: Path
+    dataset: Path
+    out: Path
+    prefix: str
+    note: str
+
+
+def notebook_inputs(environ: Mapping[str, str], here: Path = Path()) -> Inputs:
+    """The inputs of labs/research's notebooks, run from `here` (labs/research): CROFT_RESEARCH_RUNS
+    (default experiment/data/web, where run.py web writes), CROFT_RESEARCH_DATASET (default
+    data/nodes, where collect.yml lands croft's dataset), CROFT_RESEARCH_OUT (default
+    experiment/data/figures) and CROFT_RESEARCH_PREFIX. Where CROFT_RESEARCH_RUNS is not set and the
+    default holds no runs.jsonl (a fresh clone), the committed recording `FIXTURE` and its dataset
+    instead, and the note says so."""
+    named = environ.get("CROFT_RESEARCH_RUNS")
+    runs = Path(named) if named else here / "experiment" / "data" / "web"
+    dataset = Path(environ.get("CROFT_RESEARCH_DATASET") or here / "data" / "nodes")
+    out = Path(environ.get("CROFT_RESEARCH_OUT") or here / "experiment" / "data" / "figures")
+    prefix = environ.get("CROFT_RESEARCH_PREFIX", "")
+    if not named and not (runs / "runs.jsonl").exists():
+        note = (
+            f"No runs of your own under {runs} (run.py web writes them there): opening the committed "
+            f"recording {FIXTURE} (a real two-arm burst on the test node; its README says how it was "
+            "recorded). Set CROFT_RESEARCH_RUNS and CROFT_RESEARCH_DATASET to read others."
+        )
+        dataset = Path(environ.get("CROFT_RESEARCH_DATASET") or FIXTURE / "nodes")
+        return Inputs(FIXTURE / "web", dataset, out, prefix, note)
+    note = f"Reading the runs under {runs} and croft's dataset at {dataset}; figures and tables go to {out}."
+    return Inputs(runs, dataset, out, prefix, note)
 
 
 def dataset_rows(

@@ -22,6 +22,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+import apps
 from apps import App
 from croft.runs.rundir import PodLife, ReplicaSetChange, Rescale, Timeline
 
@@ -81,6 +82,17 @@ def _manifest_args(paths: Sequence[Path]) -> list[str]:
     return args
 
 
+def apply(kube: Kubectl, app: App, paths: Sequence[Path], verb: str = "apply", *flags: str) -> None:
+    """`kubectl <verb>` of the manifests at `paths` as `app` runs them: the files themselves, or,
+    for an app that sizes its pods (apps.json `pod`), as `apps.rendered` writes them."""
+    if app.pod is None:
+        kube.run(verb, *_manifest_args(paths), *flags)
+        return
+    _manifest_args(paths)  # each must exist
+    text = "---\n".join(apps.rendered(app, path) for path in paths)
+    kube.run(verb, "-f", "-", *flags, stdin=text)
+
+
 def relax_probes(kube: Kubectl, app: App, probes: str) -> None:
     """Set the probe timing of `PROBES[probes]` on every probe of the Deployment's containers."""
     timing = PROBES[probes]
@@ -114,8 +126,8 @@ def prepare(
     kube: Kubectl, app: App, autoscaler: str, replicas: int, probes: str, ready_timeout_s: float
 ) -> None:
     """The app at `replicas` Ready replicas, with its HPA only for the hpa arm."""
-    kube.run("delete", "-f", str(app.hpa), "--ignore-not-found")
-    kube.run("apply", *_manifest_args(app.manifests))
+    apply(kube, app, [app.hpa], "delete", "--ignore-not-found")
+    apply(kube, app, app.manifests)
     kube.run("-n", app.namespace, "scale", "deployment", app.deployment, f"--replicas={replicas}")
     relax_probes(kube, app, probes)
     deadline = time.monotonic() + ready_timeout_s
@@ -131,7 +143,7 @@ def prepare(
             )
         time.sleep(POLL_S)
     if autoscaler == "hpa":
-        kube.run("apply", "-f", str(app.hpa))
+        apply(kube, app, [app.hpa])
 
 
 def _ready_condition(pod: Mapping[str, Any]) -> tuple[bool, int | None]:

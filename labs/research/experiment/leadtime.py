@@ -187,3 +187,78 @@ def distributions(rows: Sequence[LeadTime]) -> list[Distribution]:
             )
         )
     return out
+
+
+@attrs.frozen
+class ShapeDistribution:
+    """A signal's lead times across the runs of one arm at one burst shape (`shape_s`: the seconds
+    the burst took to reach its peak, the run's `load.ramp_s`; 0 for a step) and connection bound
+    (`bound_s`: the server's bound on a connection's life, `load.max_connection_age_s`; 0: none)."""
+
+    signal: str
+    arm: str
+    bound_s: float
+    shape_s: float
+    runs: int
+    detected: int
+    mean_s: float | None
+    sd_s: float | None
+    min_s: float | None
+    max_s: float | None
+
+
+def per_shape(rows: Sequence[LeadTime], runs: Sequence[Run]) -> list[ShapeDistribution]:
+    """The lead times of `rows` per signal, arm (the run's `load.arm`, else its autoscaler), bound
+    and shape, by signal, then arm, then bound (longest first), then shape."""
+    of_run = {
+        r.name: (
+            str(r.record.load.get("arm", r.record.autoscaler)),
+            float(r.record.load.get("max_connection_age_s", 0.0)),
+            float(r.record.load.get("ramp_s", 0.0)),
+        )
+        for r in runs
+    }
+    groups: dict[tuple[str, str, float, float], list[LeadTime]] = {}
+    for row in rows:
+        groups.setdefault((row.signal, *of_run[row.run]), []).append(row)
+    out = []
+    signals = list(dict.fromkeys(r.signal for r in rows))
+    for key in sorted(groups, key=lambda k: (signals.index(k[0]), k[1], -k[2], k[3])):
+        signal, arm, bound, shape = key
+        mine = groups[key]
+        leads = [r.lead_s for r in mine if r.lead_s is not None]
+        out.append(
+            ShapeDistribution(
+                signal,
+                arm,
+                bound,
+                shape,
+                len(mine),
+                len(leads),
+                statistics.fmean(leads) if leads else None,
+                statistics.stdev(leads) if len(leads) > 1 else None,
+                min(leads, default=None),
+                max(leads, default=None),
+            )
+        )
+    return out
+
+
+def per_shape_text(found: Sequence[ShapeDistribution]) -> str:
+    """One line per signal, arm and bound: the mean ± sd lead time (s) at each shape, with how many
+    runs gave one ('-' where none did: the signal never crossed, or p95 never exceeded the objective)."""
+    shapes = sorted({d.shape_s for d in found})
+    names = ["step" if s == 0 else f"{s:g} s ramp" for s in shapes]
+    lines = [f"{'signal':24} {'arm':14} {'bound':>6}" + "".join(f"{name:>22}" for name in names)]
+    for signal, arm, bound in dict.fromkeys((d.signal, d.arm, d.bound_s) for d in found):
+        cells = []
+        for shape in shapes:
+            key = (signal, arm, bound, shape)
+            d = next((x for x in found if (x.signal, x.arm, x.bound_s, x.shape_s) == key), None)
+            if d is None or d.mean_s is None:
+                cells.append("-" if d is None else f"- (0/{d.runs})")
+            else:
+                cells.append(f"{d.mean_s:+.1f} ± {d.sd_s or 0.0:.1f} ({d.detected}/{d.runs})")
+        bound_text = f"{bound:g} s" if bound else "none"
+        lines.append(f"{signal:24} {arm:14} {bound_text:>6}" + "".join(f"{c:>22}" for c in cells))
+    return "\n".join(lines)

@@ -9,6 +9,10 @@ At --scale 1 the base rate is 10 RPS and the peak 150 RPS, so `burst --scale 0.5
 
 `--steps 2,4,8,12 --shape ramp` goes linearly from each step's rate to the next in `--step-secs`
 (and holds the last one as long); `--shape step` holds each for `--step-secs`.
+
+The answer's boundary (`ramp_burst`) is a burst whose peak is reached in `ramp_s` seconds from the
+onset (0: a step), held, then a step back to the base: the same burst at every shape, so that the
+shape alone decides whether an autoscaler can keep up. Its runs record `ramp_s` (the shape).
 """
 
 from __future__ import annotations
@@ -92,6 +96,35 @@ def burst(scale: float = 1.0, after_s: float = BURST_AFTER_S) -> Profile:
     points = _hold([(BURST_BEFORE_S, base), (BURST_S, peak), (after_s, base)])
     params = (("scale", scale), ("base_rps", base), ("peak_rps", peak))
     return Profile("burst", points, params, (BURST_BEFORE_S, BURST_BEFORE_S + BURST_S))
+
+
+def ramp_burst(
+    base_rps: float,
+    peak_rps: float,
+    ramp_s: float = 0.0,
+    before_s: float = 60.0,
+    hold_s: float = BURST_S,
+    after_s: float = 60.0,
+) -> Profile:
+    """`base_rps` for `before_s`, then linearly up to `peak_rps` over `ramp_s` (0: a step), held for
+    `hold_s`, then `base_rps` again for `after_s`. The burst is the ramp and the hold: onset at
+    `before_s`, end at `before_s + ramp_s + hold_s`."""
+    if not (0 < base_rps <= peak_rps):
+        raise ProfileError("a burst needs a base rate above 0 and a peak at least as high")
+    if ramp_s < 0 or before_s < 0 or after_s < 0 or hold_s <= 0:
+        raise ProfileError("a burst's ramp, before and after seconds must be 0 or more, its hold above 0")
+    on, top, off = before_s, before_s + ramp_s, before_s + ramp_s + hold_s
+    corners = [(0.0, base_rps), (on, base_rps), (top, peak_rps), (off, peak_rps), (off, base_rps)]
+    points = (*corners, (off + after_s, base_rps))
+    params = (
+        ("base_rps", base_rps),
+        ("peak_rps", peak_rps),
+        ("ramp_s", ramp_s),
+        ("before_s", before_s),
+        ("hold_s", hold_s),
+        ("after_s", after_s),
+    )
+    return Profile("burst", points, params, burst_s=(on, off))
 
 
 def steps(

@@ -6,8 +6,9 @@
     uv run run.py calibrate                                       # CPU and syscalls per request, here
     uv run run.py compare --prefix hpa- duo-                      # burst runs scored per arm
     uv run run.py simulate --app webapp --profile burst --scale 0.5 --scaler croft --seeds 3
-    uv run run.py answer --seeds 5                                # the simulated answer, table + PNG
-    uv run run.py answer --real data/web --prefix hpa- croft-     # real runs beside simulated ones
+    uv run run.py answer --seeds 10                               # the boundary, simulated: table, CSV, PNG
+    uv run run.py answer --real data/web                          # real boundary runs (real.py) beside it
+    uv run run.py answer --spec-bursts --seeds 5                  # the spec's two bursts, simulated
 
 Without uv: `python run.py ...` with croft's virtualenv (its dev extras include Locust).
 Only one experiment (web, gpu, calibrate) runs at a time: data/experiment.lock.
@@ -50,6 +51,13 @@ def _profile_options(parser: argparse.ArgumentParser, default: str) -> None:
     parser.add_argument(
         "--warmup-rps", type=float, default=None, help="warm-up rate (default: the profile's first)"
     )
+    parser.add_argument(
+        "--ramp-secs",
+        type=float,
+        default=None,
+        help="the burst apps.json sizes the app for (its `burst`), reaching its peak in this many seconds "
+        "(0: a step); wins over --profile",
+    )
     parser.add_argument("--app", default="webapp", help="an entry of apps.json")
     parser.add_argument("--apps", type=Path, default=HERE / "apps.json", help="the apps file")
 
@@ -79,6 +87,9 @@ def _sim_options(parser: argparse.ArgumentParser) -> None:
          "req/s one pod served x CPU per request; default 1)"),
         ("--cpu-request-cores", "the pods' CPU request, which the HPA divides by (default: the limit)"),
         ("--scaler-interval-secs", "croft scale's --interval (default 2)"),
+        ("--scaler-stabilization-secs", "croft scale's --stabilization-secs (default 300)"),
+        ("--max-connection-age-secs", "the server's bound on a keep-alive connection's life, s (0: none; "
+         "default apps.json's pod)"),
         ("--hpa-sync-secs", "the HPA controller's sync period (default 15, Kubernetes')"),
         ("--metric-resolution-secs", "metrics-server's resolution (default 15)"),
         ("--hpa-downscale-stabilization-secs", "the HPA's scale-down stabilization (default 300)"),
@@ -117,6 +128,21 @@ def _sim_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _seconds(option: str, text: str | None) -> tuple[float, ...] | None:
+    """A comma-separated list of seconds (0 or more); None for none given."""
+    import apps
+
+    if text is None:
+        return None
+    try:
+        values = tuple(float(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        values = ()
+    if not values or not all(0 <= v < 1e6 for v in values):
+        raise apps.AppError(f"{option} {text!r} is not a comma-separated list of seconds, e.g. 0,30")
+    return values
+
+
 def _delays(args: argparse.Namespace) -> dict[str, tuple[float, float]]:
     import apps
 
@@ -137,7 +163,8 @@ def _tuning(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     import apps
 
     for option in ("cpu_request_cores", "scaler_interval_secs", "hpa_sync_secs", "metric_resolution_secs",
-                   "hpa_downscale_stabilization_secs", "drain_secs"):  # fmt: skip
+                   "hpa_downscale_stabilization_secs", "drain_secs",
+                   "scaler_stabilization_secs"):  # fmt: skip
         value = getattr(args, option)
         if value is not None and not (0 < value < 1e6):
             raise apps.AppError(f"--{option.replace('_', '-')} must be a number above 0")
@@ -145,6 +172,8 @@ def _tuning(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         raise apps.AppError("--record-poll-secs must be a number of seconds, 0 or more")
     if args.accept_cpu_ms is not None and not (0 <= args.accept_cpu_ms < 1e6):
         raise apps.AppError("--accept-cpu-ms must be a number of milliseconds, 0 or more")
+    if args.max_connection_age_secs is not None and not (0 <= args.max_connection_age_secs < 1e6):
+        raise apps.AppError("--max-connection-age-secs must be seconds, 0 (no bound) or more")
     if args.cpu_share is not None and not (0 < args.cpu_share <= 1):
         raise apps.AppError("--cpu-share must be a share of the CPU limit above 0 and at most 1, e.g. 0.4")
     return answer.Tuning(
@@ -160,12 +189,22 @@ def _tuning(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         service=args.service,
         accept_cpu_ms=args.accept_cpu_ms,
         record_poll_s=args.record_poll_secs,
+        scaler_stabilization_s=args.scaler_stabilization_secs,
+        max_connection_age_s=args.max_connection_age_secs,
     )
 
 
 def _profile(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    import apps
     import profiles
 
+    if args.ramp_secs is not None:
+        app = apps.load(args.app, args.apps)
+        if app.burst is None:
+            raise apps.AppError(f"--ramp-secs needs an app with a burst in {args.apps}; {args.app} has none")
+        if not 0 <= args.ramp_secs < 1e6:
+            raise profiles.ProfileError("--ramp-secs must be seconds, 0 (a step) or more")
+        return app.burst.profile(args.ramp_secs)
     levels = profiles.parse_steps(args.steps) if args.steps else None
     base = profiles.build(
         args.profile, args.scale, levels, args.shape, args.step_secs, args.duration_secs, args.rps
@@ -215,6 +254,12 @@ def parser() -> argparse.ArgumentParser:
     web.add_argument("--prometheus", default=None, help="Prometheus base URL for prometheus.csv")
     web.add_argument("--croft", default="croft", help="the croft executable for --scaler croft")
     web.add_argument("--croft-arg", action="append", default=[], help="an extra croft scale argument")
+    web.add_argument(
+        "--max-connection-age-secs",
+        type=float,
+        default=None,
+        help="the webapp's bound on a keep-alive connection's life, s (0: none); default apps.json's pod",
+    )
 
     cal = sub.add_parser(
         "calibrate",
@@ -226,7 +271,10 @@ def parser() -> argparse.ArgumentParser:
     cal.add_argument("--rates", default="2,4,8", help="comma-separated RPS to drive it at")
     cal.add_argument("--secs-per-rate", type=float, default=40.0, help="seconds of load at each rate")
     cal.add_argument(
-        "--cpu-ms", type=float, default=None, help="the webapp's CPU per request (default its own 50)"
+        "--cpu-ms",
+        type=float,
+        default=None,
+        help="the webapp's CPU per request (default the app's pod cpu_ms, else the webapp's own 50)",
     )
     cal.add_argument("--croft", default="croft", help="the croft executable")
     cal.add_argument("--no-write", action="store_true", help="do not write the result into apps.json")
@@ -263,11 +311,32 @@ def parser() -> argparse.ArgumentParser:
     ans = sub.add_parser(
         "answer",
         formatter_class=defaults,
-        help="the simulated answer: both cases, every arm, N seeds, table + PNG; with --real, real runs "
-        "beside simulated runs of the same configuration",
+        help="the boundary: every arm and the oracle over the burst's shapes, simulated, N seeds each (with "
+        "--real, beside real runs); table, boundary.csv and figure. --spec-bursts: the spec's two bursts",
     )
-    ans.add_argument("--seeds", type=int, default=10, help="runs per case and arm, seeds 1..N")
-    ans.add_argument("--plot", type=Path, default=None, help="the figure; default <data>/answer.png")
+    ans.add_argument("--seeds", type=int, default=10, help="runs per shape, arm and bound, seeds 1..N")
+    ans.add_argument("--app", default="webapp-node-200m", help="an entry of apps.json with a burst")
+    ans.add_argument("--shapes", default=None, help="seconds to the peak, e.g. 0,30 (default the app's)")
+    ans.add_argument(
+        "--bounds",
+        default=None,
+        help="connection age bounds to run, s, e.g. 10,0 (0: none; default the app's and 0)",
+    )
+    ans.add_argument(
+        "--results",
+        type=Path,
+        default=HERE / "results",
+        help="where boundary.csv, boundary.png/.pdf/.svg and boundary.txt go",
+    )
+    ans.add_argument(
+        "--spec-bursts",
+        action="store_true",
+        help="instead: the spec's bursts (webapp at --scale 0.5, hotel-reservation at 2), HPA and croft, "
+        "table + --plot; with --real and --prefix, real runs beside their simulation (versus.py)",
+    )
+    ans.add_argument(
+        "--plot", type=Path, default=None, help="--spec-bursts' figure; default <data>/answer.png"
+    )
     ans.add_argument("--apps", type=Path, default=HERE / "apps.json", help="the apps file")
     ans.add_argument(
         "--real",
@@ -281,7 +350,8 @@ def parser() -> argparse.ArgumentParser:
         "--prefix",
         nargs="+",
         default=None,
-        help="with --real: one prefix per arm, the HPA's first (as compare's)",
+        help="with --real: one prefix per arm, the HPA's first (as compare's); for the boundary, the arms "
+        "of runs that do not say theirs, in the order hpa, croft-sendto, croft-offered",
     )
     ans.add_argument(
         "--sim-signal",
@@ -382,6 +452,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             prometheus=args.prometheus,
             ready_timeout_s=args.ready_timeout_secs,
             cooldown_s=args.cooldown_secs,
+            max_connection_age_s=args.max_connection_age_secs,
         )
         with explock.experiment_lock(lock, break_stale=args.break_stale_lock):
             run_dir = web.web(options)
@@ -405,7 +476,7 @@ def _dispatch(args: argparse.Namespace) -> int:
                 args.secs_per_rate,
                 args.data / "calibrate" / stamp,
                 web.croft_executable(args.croft),
-                args.cpu_ms,
+                args.cpu_ms if args.cpu_ms is not None else (app.pod.cpu_ms if app.pod is not None else None),
                 None if args.no_write else args.apps,
             )
         print(json.dumps(result, indent=2))
@@ -434,6 +505,28 @@ def _dispatch(args: argparse.Namespace) -> int:
         print(f"{len(names)} simulated runs in {args.data / 'web'}: {', '.join(names)}")
         if profile.burst_s is not None:
             print(scoring.table(scoring.score_prefixes(args.data / "web", [prefix]), [prefix]))
+        return 0
+    if args.command == "answer" and not args.spec_bursts:
+        import boundary_answer
+
+        arms = ("hpa", "croft-sendto", "croft-offered")
+        if args.prefix and len(args.prefix) > len(arms):
+            raise scoring.CompareError(f"--prefix names at most {len(arms)} arms: {', '.join(arms)}")
+        print(
+            boundary_answer.answer_text(
+                args.app,
+                args.apps,
+                args.seeds,
+                args.data,
+                args.results,
+                _seconds("--shapes", args.shapes),
+                _seconds("--bounds", args.bounds),
+                tuple(args.real or ()),
+                dict(zip(args.prefix or (), arms, strict=False)),
+                _tuning(args),
+                args.slo_ms,
+            )
+        )
         return 0
     if args.command == "answer":
         import answer

@@ -147,6 +147,29 @@ def write_csv(path: Path, scores: Sequence[Score]) -> None:
             writer.writerow(["" if (v := getattr(item, c)) is None else v for c in columns])
 
 
+# Student's t, two-sided 95 % (the 0.975 quantile) by degrees of freedom 1-30; beyond 30, the value
+# at the nearest tabled degrees of freedom below (a slightly wider interval, never a narrower one).
+T_975 = (
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+)  # fmt: skip
+T_975_BEYOND = ((40, 2.021), (60, 2.000), (120, 1.980))
+
+
+def t_975(df: int) -> float:
+    """The 0.975 quantile of Student's t with `df` >= 1 degrees of freedom (95 % two-sided)."""
+    if df < 1:
+        raise ValueError("a t quantile needs at least 1 degree of freedom")
+    if df <= len(T_975):
+        return T_975[df - 1]
+    value = T_975[-1]
+    for at, quantile in T_975_BEYOND:
+        if df >= at:
+            value = quantile
+    return value
+
+
 @attrs.frozen
 class Summary:
     """mean and sd (sample; 0 for one run) of one score over an arm's runs that have it; `never`
@@ -157,11 +180,26 @@ class Summary:
     n: int
     never: int
 
+    @property
+    def ci95(self) -> tuple[float, float] | None:
+        """The 95 % confidence interval of the mean (Student's t, n - 1 degrees of freedom); None
+        below two runs."""
+        if self.mean is None or self.sd is None or self.n < 2:
+            return None
+        half = t_975(self.n - 1) * self.sd / math.sqrt(self.n)
+        return self.mean - half, self.mean + half
+
     def text(self) -> str:
         if self.mean is None or self.sd is None:
             return "never" if self.never else "-"
         out = f"{self.mean:.1f} ± {self.sd:.1f}"
         return f"{out} ({self.never} never)" if self.never else out
+
+    def ci_text(self) -> str:
+        """mean ± sd [95 % CI low, high] (no interval below two runs; every score is 0 or more, so
+        the interval shown starts at 0 at the lowest)."""
+        ci = self.ci95
+        return self.text() if ci is None else f"{self.text()} [{max(ci[0], 0.0):.1f}, {ci[1]:.1f}]"
 
 
 def summarize(scores: Sequence[Score], key: str) -> Summary:

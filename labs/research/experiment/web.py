@@ -2,8 +2,10 @@
 fixed replicas or under an autoscaler, recorded in data/web/ (docs/experiments.md, Output).
 
 deploy at the starting replicas with the arm's autoscaler -> the app answers through its host ->
-timeline watcher on -> (croft scale)
--> warm-up + profile -> export events, timeline, Prometheus series -> runs.jsonl -> cool down.
+timeline watcher and node CPU on -> (croft scale)
+-> warm-up + profile -> export events, timeline, Prometheus series, node CPU -> runs.jsonl -> cool down.
+
+node_cpu.csv is the CPU of the machine this runs on (nodecpu.py): on the test node, the node.
 """
 
 from __future__ import annotations
@@ -13,13 +15,17 @@ import datetime as dt
 import shutil
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import attrs
 
+import apps
 import kube
 import loadgen
 import locust_mode
+import nodecpu
 import prom
 from apps import App
 from croft.runs.rundir import RunRecord, append_record, write_prometheus, write_timeline
@@ -53,6 +59,9 @@ class WebOptions:
     prometheus: str | None = None
     ready_timeout_s: float = 300.0
     cooldown_s: float = 15.0
+    max_connection_age_s: float | None = None
+    labels: Mapping[str, Any] = attrs.field(factory=dict)
+    """More of the run's load parameters for runs.jsonl (real.py: the boundary's arm)."""
 
     @property
     def autoscaler(self) -> str:
@@ -83,6 +92,8 @@ def say(line: str) -> None:
 def web(options: WebOptions) -> Path:
     """Run it; returns the run directory. The caller holds the experiment lock."""
     app = options.app
+    if options.max_connection_age_s is not None:
+        app = apps.with_connection_age(app, options.max_connection_age_s)
     data = options.data_dir / "web"
     run = run_name(options.prefix, dt.datetime.now(dt.UTC))
     run_dir = data / run
@@ -107,6 +118,8 @@ def web(options: WebOptions) -> Path:
         say(f"{host} answered {waited:.1f} s after its pods were Ready")
     watcher = kube.Watcher(k, app, autoscaler)
     watcher.start()
+    node = nodecpu.Recorder()
+    node.start()
     scaler: kube.CroftScaler | None = None
     run_dir.mkdir(parents=True)
     try:
@@ -139,6 +152,9 @@ def web(options: WebOptions) -> Path:
         if scaler is not None:
             scaler.stop()
         watcher.stop()
+        samples = node.stop()
+    if samples:
+        nodecpu.write(run_dir / nodecpu.FILE, samples)
     window_events = kube.events(k, app, start_ms - 60_000, end_ms + 5_000)
     timeline = watcher.timeline(start_ms, end_ms, window_events)
     write_timeline(run_dir / "timeline.json", timeline)
@@ -153,6 +169,9 @@ def web(options: WebOptions) -> Path:
         say("no prometheus.csv: pass --prometheus URL to export the series")
     burst = options.profile.burst_s
     load: dict[str, object] = {"mode": "open-loop", "keepalive": options.keepalive, **options.profile.meta()}
+    if app.pod is not None:
+        load["max_connection_age_s"] = app.pod.max_connection_age_s
+    load.update(options.labels)
     if options.users is not None:
         # Closed-loop users follow no profile but its length: no burst to score (compare skips it).
         burst = None

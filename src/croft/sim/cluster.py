@@ -8,12 +8,17 @@ backlog. How a pod shares itself among the requests it holds (`service`):
 - `fifo`: one at a time, in arrival order; every later request waits for the backlog ahead of it.
 - `shared`: the webapp's thread per connection. A new connection waits in the pod's listen queue
   (FIFO) until the accepting thread accepts it and starts its thread; a request on a connection
-  already accepted goes to its thread at once. The threads, the acceptor among them while
-  connections wait, share the pod equally (processor sharing: the pod's CPU limit and the GIL,
-  which switches threads every 5 ms), so with n threads busy each runs n times slower, and the
-  acceptor takes `accept_cpu_ms` of shared CPU per connection (at 0: at once, pure processor
-  sharing). So the busier a pod, the slower it accepts: the excess waits in the listen queue and
-  the threads inside stay few enough to keep answering.
+  already accepted goes to its thread at once. The threads share the pod equally (processor
+  sharing: the pod's CPU limit and the GIL, which switches threads every 5 ms), so with n threads
+  busy each runs n times slower. The acceptor needs `accept_cpu_ms` of GIL turns per connection
+  (accepting, then starting the thread, which waits for its first turn), taken in turn with the n
+  busy threads: a connection waits n x accept_cpu_ms / the pod's CPU for them, and is accepted at
+  once by a pod with no thread busy (at 0: always at once, pure processor sharing). The turns are
+  waiting, not work: the acceptor takes no CPU from the threads. So the busier a pod, the slower it
+  accepts: the excess waits in the listen queue and the threads inside stay few enough to keep
+  answering. (The acceptor once took its turns as CPU from the threads: a pod then paid
+  accept_cpu_ms of CPU per connection and took as long to accept one when idle, which no real pod
+  does and which, with connections renewed every few seconds, starves pods that have room.)
 
 A request is served to the end even after its client gave up (the server does not know: the
 webapp burns its CPU, then its send fails), so its CPU and its reply still count. How requests reach
@@ -26,8 +31,13 @@ pods (`connections`):
   open one, which kube-proxy pins to a Ready pod chosen at random at that moment, for the
   connection's life. HTTP/1.1: one request at a time per connection. A connection closes when its
   request times out (the client cancels it), after `keepalive_expiry_s` idle (httpx's default 5 s),
-  or when its pod is gone. So the connections opened while few pods were Ready keep carrying the
-  load after new pods come up: those are used only when every older connection is busy.
+  when its pod is gone, or, when the server bounds a connection's life (`SimApp.max_connection_age_s`,
+  the webapp's MAX_CONNECTION_AGE_S, as nginx's keepalive_requests, envoy's
+  max_connection_duration or gRPC's MaxConnectionAge do), with the first reply it sends at that age
+  or older (`Connection: close`): the client's next request then opens a new connection, which
+  kube-proxy sends to any Ready pod, new ones included. Without such a bound the connections opened
+  while few pods were Ready keep carrying the load after new pods come up: those are used only when
+  every older connection is busy.
 
 With no Ready pod a new connection fails at once (connection refused). A deleted pod leaves the
 endpoints at once and finishes what it holds (graceful termination).
@@ -77,7 +87,8 @@ class SimApp:
     between its two bounds: measured delays are skewed (most pods in a second, one in tens), and a
     uniform range over them moves the mean towards the outlier. `service` is how a pod serves the
     requests it holds (fifo or shared, below), `accept_cpu_ms` what a shared pod's acceptor takes per
-    connection."""
+    connection, `max_connection_age_s` the server's bound on a keep-alive connection's life (0: none;
+    module docstring)."""
 
     name: str
     namespace: str
@@ -97,6 +108,7 @@ class SimApp:
     sampled_delays: frozenset[str] = frozenset()
     service: Service = "fifo"
     accept_cpu_ms: float = 0.0
+    max_connection_age_s: float = 0.0
 
 
 @attrs.define
@@ -156,9 +168,10 @@ class SimConnection:
     opened_s: float
     request: SimRequest | None = None
 
-    def state(self, t: float, expiry_s: float) -> Literal["idle", "busy", "closed"]:
+    def state(self, t: float, expiry_s: float, max_age_s: float = 0.0) -> Literal["idle", "busy", "closed"]:
         """At `t`: busy with its request, idle (its reply came, and less than `expiry_s` ago, and
-        its pod is still there) or closed (its client gave up, or idle too long, or its pod gone)."""
+        its pod is still there) or closed (its client gave up, or idle too long, or its pod gone, or
+        its reply came when the connection was `max_age_s` old or older, when that is above 0)."""
         r = self.request
         if r is None:
             return "busy"  # just opened, for the request being sent
@@ -166,7 +179,8 @@ class SimConnection:
             assert r.done_s is not None
             if r.done_s > t:
                 return "busy"
-            if t - r.done_s > expiry_s or not self.pod.listed(t):
+            aged = 0 < max_age_s <= r.done_s - self.opened_s
+            if aged or t - r.done_s > expiry_s or not self.pod.listed(t):
                 return "closed"
             return "idle"
         return "closed" if t >= r.scheduled_s + r.timeout_s else "busy"
@@ -175,16 +189,17 @@ class SimConnection:
 @attrs.define
 class _Shared:
     """A pod under processor sharing: `v` the work (s of the whole pod) each job in it has received
-    since the pod began (virtual time); `jobs` a heap of (v at which it is done, n, request), where a
-    request of None is the acceptor's turn; `accept_queue` the first requests of the connections it
-    has not accepted yet (the listen queue, FIFO); `accepted` the connections whose thread runs."""
+    since the pod began (virtual time); `jobs` a heap of (v at which it is done, n, request);
+    `accept_queue` the first requests of the connections it has not accepted yet (the listen queue,
+    FIFO), `accept_left` the turns (s of the whole pod) the acceptor still needs for the oldest of
+    them; `accepted` the connections whose thread runs."""
 
     clock: float = -math.inf
     v: float = 0.0
-    jobs: list[tuple[float, int, SimRequest | None]] = attrs.field(factory=list)
+    jobs: list[tuple[float, int, SimRequest]] = attrs.field(factory=list)
     accept_queue: deque[SimRequest] = attrs.field(factory=deque)
     accepted: set[int] = attrs.field(factory=set)
-    accepting: bool = False
+    accept_left: float = 0.0
 
 
 class Cluster:
@@ -307,28 +322,24 @@ class Cluster:
             self._listen(self._shared[pod.name], request)
         return request
 
-    def _start(self, shared: _Shared, request: SimRequest | None) -> None:
-        """A request (None: the acceptor's next turn) begins to share its pod."""
-        work = self._accept_work_s if request is None else request.work_s
-        heapq.heappush(shared.jobs, (shared.v + work, next(self._seq), request))
+    def _start(self, shared: _Shared, request: SimRequest) -> None:
+        """A request begins to share its pod."""
+        heapq.heappush(shared.jobs, (shared.v + request.work_s, next(self._seq), request))
 
     def _listen(self, shared: _Shared, request: SimRequest) -> None:
         """A new connection, with `request` on it, waits in the listen queue for the acceptor."""
+        if not shared.accept_queue:
+            shared.accept_left = self._accept_work_s
         shared.accept_queue.append(request)
-        if not shared.accepting:
-            shared.accepting = True
-            self._start(shared, None)
 
     def _accept(self, shared: _Shared) -> None:
-        """The acceptor's turn came: it accepts the oldest connection waiting (served even if its
+        """The acceptor had its turns: it accepts the oldest connection waiting (served even if its
         client has gone: the request is in the socket) and starts its thread."""
         request = shared.accept_queue.popleft()
         if request.connection is not None:
             shared.accepted.add(request.connection)
         self._start(shared, request)
-        shared.accepting = bool(shared.accept_queue)
-        if shared.accepting:
-            self._start(shared, None)
+        shared.accept_left = self._accept_work_s if shared.accept_queue else 0.0
 
     def _route(self, t: float) -> tuple[SimPod | None, int | None]:
         """The pod of a request sent at `t`, and the connection it goes over (None: its own)."""
@@ -337,7 +348,7 @@ class Cluster:
                 heapq.heappush(self._idle, heapq.heappop(self._replying)[1])
             while self._idle:  # the oldest idle connection; expired ones and those of gone pods close
                 connection = self.connections[heapq.heappop(self._idle)]
-                if connection.state(t, self.keepalive_expiry_s) == "idle":
+                if connection.state(t, self.keepalive_expiry_s, self.app.max_connection_age_s) == "idle":
                     return connection.pod, connection.number
         ready = [p for p in self.pods if p.ready(t)]
         if not ready:
@@ -362,21 +373,28 @@ class Cluster:
             return
         for pod in self.pods:
             shared = self._shared[pod.name]
-            while shared.jobs:
+            while True:
                 n = len(shared.jobs)
+                if shared.accept_queue and (n == 0 or shared.accept_left <= 1e-12):
+                    self._accept(shared)  # its turns are over, or no thread holds the GIL
+                    continue
+                if n == 0:
+                    break
                 v_next = shared.jobs[0][0]
                 end = shared.clock + (v_next - shared.v) * n
+                if shared.accept_queue:
+                    end = min(end, shared.clock + shared.accept_left * n)
+                stop = min(end, t)
+                step = (stop - shared.clock) / n
+                self._busy(pod.name, shared.clock, stop)
+                shared.v += step
+                if shared.accept_queue:
+                    shared.accept_left -= step
+                shared.clock = stop
                 if end > t:
-                    shared.v += (t - shared.clock) / n
-                    self._busy(pod.name, shared.clock, t)
                     break
-                self._busy(pod.name, shared.clock, end)
-                shared.clock, shared.v = end, v_next
                 while shared.jobs and shared.jobs[0][0] <= shared.v + 1e-12:
                     request = heapq.heappop(shared.jobs)[2]
-                    if request is None:
-                        self._accept(shared)
-                        continue
                     request.done_s = end
                     self._reply(pod.name, end)
                     self._answered(request)

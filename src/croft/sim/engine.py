@@ -15,6 +15,10 @@ arm reading its own metrics pipeline on its own schedule.
   last interval (a pod needs two scrapes after its containers started); the HPA syncs every 15 s
   with `croft.sim.hpa.sync`.
 - fixed: nobody scales.
+- oracle: the limit of any reactive scaler. It knows the burst: at its onset it asks for the
+  replicas the burst's peak needs (`croft.domain.scaling.sizing`: peak rate x CPU per request /
+  (CPU limit x target), the sizing both autoscalers share), and at its end for the replicas it
+  started with. Its pods still take the controller, pod start and Ready delays.
 
 Every periodic event starts at a random phase (from the seed), as real schedules are not aligned
 with the burst. Nothing here reads a clock or a file: time is the simulation's own, from 0 at the
@@ -41,16 +45,16 @@ from croft.domain.scaling.decision import (
     ScaleHistory,
     desired_replicas,
 )
-from croft.domain.scaling.log import log_line
-from croft.domain.scaling.sizing import DRAIN_S
+from croft.domain.scaling.log import decision_fields, render
+from croft.domain.scaling.sizing import DRAIN_S, clamp_replicas, replica_need
 from croft.domain.utc import iso_ms
 from croft.runs.load import SecondStats, second_stats, send_times
 from croft.runs.rundir import Rescale, RunRecord, Timeline
 from croft.sim.cluster import KEEPALIVE_EXPIRY_S, Cluster, Connections, SimApp
 from croft.sim.hpa import HpaConfig, HpaPod, HpaState, PodMetric, sync
 
-Arm = Literal["hpa", "croft", "fixed"]
-ARMS: tuple[Arm, ...] = ("hpa", "croft", "fixed")
+Arm = Literal["hpa", "croft", "fixed", "oracle"]
+ARMS: tuple[Arm, ...] = ("hpa", "croft", "fixed", "oracle")
 Signal = Literal["sendto", "offered"]
 SIGNALS: tuple[Signal, ...] = ("sendto", "offered")
 OFFERED_SIGNAL = "tcp_data_segments"  # the ingress signal the offered-load collector serves
@@ -72,7 +76,9 @@ class SimOptions:
     `offered` (requests reaching each pod, and each pod's queue); `drain_s` is croft scale's
     --drain-secs. `connections` is how requests reach pods (croft.sim.cluster): the default, a
     connection per request, is the simplest model; the lab's load generator is `keep-alive` (closed
-    after `keepalive_expiry_s` idle). How a pod serves is the app's (`SimApp.service`)."""
+    after `keepalive_expiry_s` idle). How a pod serves is the app's (`SimApp.service`).
+    `oracle_replicas` is what the oracle arm asks for at the burst's onset (None: what the burst's
+    peak needs, `oracle_replicas`)."""
 
     arm: Arm
     seed: int = 0
@@ -91,6 +97,7 @@ class SimOptions:
     connections: Connections = "per-request"
     keepalive_expiry_s: float = KEEPALIVE_EXPIRY_S
     record_poll_s: float = 0.0
+    oracle_replicas: int | None = None
 
 
 @attrs.frozen
@@ -170,7 +177,7 @@ class _Croft:
         observations = Observations(now_ms, pods, (scrape,))
         decision = desired_replicas(observations, view, self.config, self.history)
         self.history = decision.history
-        self.log.append(f"{iso_ms(now_ms)} {log_line(decision)}")
+        self.log.append(render(iso_ms(now_ms), decision_fields(decision)))  # croft scale's own line
         if decision.action != "hold":
             self.cluster.set_replicas(t, decision.replicas, "croft", decision.reason.code)
 
@@ -228,6 +235,17 @@ class _Hpa:
             self.cluster.set_replicas(t, decision.replicas, "hpa", decision.reason)
 
 
+def oracle_replicas(app: SimApp, offered: OfferedLoad, burst_s: tuple[float, float]) -> int:
+    """The replicas the burst's peak rate (the most `offered` asks for over `burst_s`, read every
+    0.1 s) needs at `app.target` of each pod's CPU (its limit x its share), in one step."""
+    onset, end = burst_s
+    steps = max(int((end - onset) * 10), 1)
+    peak = max(offered.rate_at(onset + (end - onset) * k / steps) for k in range(steps))
+    cores = app.cpu_limit_cores * app.cpu_share
+    need = replica_need(peak, 0.0, app.cpu_per_request_ms, cores, app.target, DRAIN_S)
+    return clamp_replicas(need, app.max_replicas)
+
+
 def _periodic(
     rng: random.Random, interval_s: float, until_s: float, order: int, kind: str
 ) -> list[tuple[float, int, str]]:
@@ -269,6 +287,12 @@ def simulate(
     if hpa is not None:
         events += _periodic(rng, options.metric_resolution_s, duration, 0, "scrape")
         events += _periodic(rng, options.hpa.sync_period_s, duration, 1, "sync")
+    wanted = options.initial_replicas
+    if options.arm == "oracle":
+        if burst_s is None:
+            raise ValueError("the oracle arm needs the burst's onset and end (burst_s)")
+        events += [(burst_s[0], 0, "oracle-up"), (burst_s[1], 0, "oracle-down")]
+        wanted = options.oracle_replicas or oracle_replicas(app, offered, burst_s)
     events += _periodic(rng, options.prometheus_interval_s, duration, 2, "prometheus")
     events.sort()
     prometheus: list[tuple[float, str, str, float]] = []
@@ -285,6 +309,10 @@ def simulate(
             hpa.scrape(t)
         elif kind == "sync" and hpa is not None:
             hpa.sync(t)
+        elif kind == "oracle-up":
+            cluster.set_replicas(t, wanted, "oracle", "the burst's peak needs it")
+        elif kind == "oracle-down":
+            cluster.set_replicas(t, options.initial_replicas, "oracle", "the burst is over")
         elif kind == "prometheus":
             unix_s = round(options.start_unix_ms / 1000 + t, 3)
             since = t - options.prometheus_interval_s if last_sample is None else last_sample

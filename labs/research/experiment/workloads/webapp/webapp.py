@@ -1,12 +1,19 @@
 """A small HTTP service with a known cost per request, for croft's experiments.
 
-    python webapp.py [--port 8080] [--cpu-ms 50] [--sendto 2]      (or PORT, CPU_MS, SENDTO)
+    python webapp.py [--port 8080] [--cpu-ms 50] [--sendto 2] [--max-connection-age-secs 0]
+                     (or PORT, CPU_MS, SENDTO, MAX_CONNECTION_AGE_S)
 
 GET /work (or /): burns `cpu_ms` milliseconds of this thread's CPU time (?cpu_ms=N overrides it),
 then sends the response in exactly `sendto` send(2) calls, which glibc makes as the sendto syscall:
 so croft sees `sendto` calls per request per request. GET /healthz answers at once, in one call.
 Standard library only; one thread per connection (HTTP/1.1 keep-alive), so a pod uses at most one
 core (the GIL) and its CPU limit caps it below that.
+
+`--max-connection-age-secs N` (above 0) bounds a keep-alive connection's life, as production servers
+do (nginx's keepalive_requests, envoy's max_connection_duration, gRPC's MaxConnectionAge): the first
+reply sent when the connection is N seconds old or older says `Connection: close` and the server
+closes it after that reply, so the client's next request opens a new connection, which the Service
+may send to a pod started since. 0 (the default): a connection lives as long as its client keeps it.
 """
 
 from __future__ import annotations
@@ -42,9 +49,11 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     cpu_ms = 50.0
     sendto = 2
+    max_connection_age_s = 0.0
 
     def setup(self) -> None:
         super().setup()
+        self.opened_s = time.monotonic()
         # The reply leaves in several sends: without TCP_NODELAY, Nagle holds the second one back
         # until the client's delayed ACK (~40 ms).
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -67,9 +76,14 @@ class Handler(BaseHTTPRequestHandler):
         self._reply(200, f"done {cpu_ms:g} ms\n".encode(), self.sendto)
 
     def _reply(self, status: int, body: bytes, calls: int) -> None:
+        aged = 0 < self.max_connection_age_s <= time.monotonic() - self.opened_s
+        if aged:
+            self.close_connection = True  # handle() stops reading this connection after the reply
+        close = "Connection: close\r\n" if aged else ""
         head = (
             f"HTTP/1.1 {status} {self.responses.get(status, ('',))[0]}\r\n"
-            f"Content-Type: text/plain\r\nContent-Length: {len(body)}\r\n\r\n"
+            f"Content-Type: text/plain\r\nContent-Length: {len(body)}\r\n"
+            f"{close}\r\n"
         ).encode()
         for piece in pieces(head + body, calls):
             self.connection.send(piece)  # one send(2) each: small pieces are never split
@@ -93,8 +107,12 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8080")))
     parser.add_argument("--cpu-ms", type=float, default=float(os.environ.get("CPU_MS", "50")))
     parser.add_argument("--sendto", type=int, default=int(os.environ.get("SENDTO", "2")))
+    parser.add_argument(
+        "--max-connection-age-secs", type=float, default=float(os.environ.get("MAX_CONNECTION_AGE_S", "0"))
+    )
     args = parser.parse_args()
     Handler.cpu_ms, Handler.sendto = args.cpu_ms, max(args.sendto, 1)
+    Handler.max_connection_age_s = max(args.max_connection_age_secs, 0.0)
     server = Server((args.host, args.port), Handler)
 
     def stop(signum: int, _: FrameType | None) -> None:
@@ -104,7 +122,8 @@ def main() -> None:
     signal.signal(signal.SIGINT, stop)
     print(
         f"webapp: listening on {args.host}:{server.server_address[1]}, {args.cpu_ms:g} ms CPU and "
-        f"{Handler.sendto} sendto per request",
+        f"{Handler.sendto} sendto per request, connections closed at {Handler.max_connection_age_s:g} s "
+        "of age (0: never)",
         flush=True,
     )
     server.serve_forever()
