@@ -30,6 +30,7 @@ import msgspec
 from croft.adapters.dataset.zstd_frames import ends_on_a_frame
 from croft.domain.dataset.naming import Naming
 from croft.domain.dataset.skips import JSON_WHITESPACE, MAX_LINE_BYTES, TOO_LONG, SkipTally
+from croft.domain.os_text import written
 from croft.errors import UserError
 
 if TYPE_CHECKING:
@@ -139,8 +140,9 @@ def first_row_ms(path: Path) -> int | None:
 
 
 def shown(path: Path | str) -> str:
-    """`path` as text that prints anywhere: bytes that are not UTF-8 as backslash escapes."""
-    return str(path).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    """`path` as text that prints anywhere: bytes that are not UTF-8 as `\\xNN`, as rows write
+    the kernel's names (`croft.domain.os_text.written`)."""
+    return written(str(path))
 
 
 def _kind_of(path: Path) -> str:
