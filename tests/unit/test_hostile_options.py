@@ -139,3 +139,30 @@ def test_run_frameworks_fifo_does_not_block(tmp_path: Path) -> None:
 
 def test_scale_log_format_is_logfmt_or_json() -> None:
     one_sentence(croft(*scale_argv("--log-format", "xml")), "--log-format must be logfmt or json, got 'xml'")
+
+
+@pytest.mark.parametrize("value", ["0x10", "1_000", "٣", "+5", " 7", "1.0", "-5", "0", "9" * 30, "1e3", ""])
+@pytest.mark.parametrize(
+    ("option", "env"),
+    [
+        ("--rotate-secs", "CROFT_ROTATE_SECS"),
+        ("--rotate-bytes", "CROFT_ROTATE_BYTES"),
+        ("--retain-days", "CROFT_RETAIN_DAYS"),
+        ("--retain-bytes", "CROFT_RETAIN_BYTES"),
+    ],
+)
+def test_run_limits_take_decimal_digits_in_range_and_nothing_else(
+    option: str, env: str, value: str, tmp_path: Path
+) -> None:
+    """What the help says (a number of seconds, bytes, days), from the option or its variable;
+    never hexadecimal, underscores, other scripts' digits or a number beyond any use."""
+    argv = ["run", "--replay", TRACE, "--dataset", str(tmp_path / "d.jsonl")]
+    one_sentence(croft(*argv, option, value), f"{option} must be a whole number of ")
+    one_sentence(croft(*argv, env={env: value}), f"{env} must be a whole number of ")
+    assert not (tmp_path / "d.jsonl").exists()
+
+
+def test_run_limits_in_decimal_digits_are_taken(tmp_path: Path) -> None:
+    out = croft("run", "--replay", TRACE, "--dataset", str(tmp_path / "d.jsonl"),
+                env={"CROFT_ROTATE_SECS": "0600", "CROFT_RETAIN_BYTES": "9223372036854775807"})  # fmt: skip
+    assert out.returncode == 0, out.stderr
