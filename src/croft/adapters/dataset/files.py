@@ -100,7 +100,7 @@ def find_files(path: Path, host: str | None = None) -> tuple[DatasetFile, ...]:
     `UserError` when `path` is not there, is not a file or directory, cannot be listed, or holds no
     dataset files."""
     host = host or os.uname().nodename  # socket.gethostname()'s answer, without importing socket
-    kind = _kind_of(path)
+    kind = kind_of(path)
     if kind == "directory":
         own = _files_in(path, host)
         if isinstance(own, str):
@@ -114,7 +114,7 @@ def find_files(path: Path, host: str | None = None) -> tuple[DatasetFile, ...]:
             f"{shown(path)} holds no dataset files (*.jsonl or *.jsonl.zst, or per-node directories of "
             "them); give a dataset file or directory"
         )
-    if path.name.endswith(".jsonl") and kind in ("missing", "file") and _kind_of(path.parent) == "directory":
+    if path.name.endswith(".jsonl") and kind in ("missing", "file") and kind_of(path.parent) == "directory":
         heads = _files_in(path.parent, host, stem=path.name.removesuffix(".jsonl"))
         if not isinstance(heads, str) and any(f.path.name != path.name for f in heads):
             return heads
@@ -145,8 +145,9 @@ def shown(path: Path | str) -> str:
     return written(str(path))
 
 
-def _kind_of(path: Path) -> str:
-    """ "file", "directory", "missing", or what else `path` is, as the end of a sentence."""
+def kind_of(path: Path) -> str:
+    """ "file", "directory", "missing", or what else `path` is, as the end of a sentence ("is a
+    symlink loop", "is a FIFO (named pipe), not a dataset file", ...)."""
     try:
         mode = path.stat().st_mode
     except FileNotFoundError:
@@ -180,7 +181,7 @@ def _node_dirs(path: Path) -> list[Path]:
         why = exc.strerror or exc
         raise UserError(f"cannot list {shown(path)} ({why}); give a dataset you can read") from None
     return [
-        Path(e.path) for e in entries if not e.name.startswith(".") and _kind_of(Path(e.path)) == "directory"
+        Path(e.path) for e in entries if not e.name.startswith(".") and kind_of(Path(e.path)) == "directory"
     ]
 
 
@@ -227,7 +228,7 @@ def _files_in(directory: Path, node: str, stem: str | None = None) -> tuple[Data
             )  # one stat: the kind, the size, and the identity the summaries' memories key on
         except OSError:
             facts = None
-        kind = _kind_of(path) if facts is None else _mode_kind(facts.st_mode)
+        kind = kind_of(path) if facts is None else _mode_kind(facts.st_mode)
         if kind == "missing":  # gone since the listing (retention, a rename into place)
             continue
         match = _SEGMENT.fullmatch(name)
