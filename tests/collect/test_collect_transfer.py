@@ -120,6 +120,24 @@ def test_a_range_clipped_by_a_rotation_meanwhile_is_a_changed_file_not_a_gone_co
     assert seqs(local_lines(out)) == list(range(seq + 3 * 20))
 
 
+def test_a_replaced_live_copy_is_found_by_content_in_a_segment_named_after_a_clock_step_back(
+    node: Path, tmp_path: Path, client: str
+) -> None:
+    """The wall clock stepped back: the live copy's rows went into a segment named after the
+    newest name there (`_001`), not after its first row's second; collect finds it all the same
+    and lands those rows once."""
+    out = tmp_path / "out"
+    with collector(node) as server:
+        seq = write_polls(node, 0, 10, START_MS + 1_000_000)
+        seq = write_polls(node, seq, 5, START_MS)  # the clock stepped back 1000 s
+        copy_node(server.url, out, client=client)
+        seq = write_polls(node, seq, 3, START_MS + 20_000)  # a restart rotates the live file
+        assert any(p.name.endswith("_001.jsonl.zst") for p in node.iterdir()), list(node.iterdir())
+        result, _ = copy_node(server.url, out, client=client)
+    assert not list(out.glob("*.saved*")), result.notes
+    assert seqs(local_lines(out)) == list(range(seq))
+
+
 def test_a_replaced_live_copy_in_no_segment_is_saved_aside(node: Path, tmp_path: Path, client: str) -> None:
     out = tmp_path / "out"
     with collector(node) as server:
