@@ -243,8 +243,12 @@ def test_three_croft_index_runs_at_once_on_one_directory_each_finish_and_leave_e
             name = NAMING.compressed(SegmentName(T0 + 60_000 * k))
             (directory / name).write_bytes(zstandard.ZstdCompressor(write_checksum=True).compress(lines))
         runs = [
-            subprocess.Popen([CROFT, "index", str(directory), *extra], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)  # fmt: skip
+            subprocess.Popen(
+                [CROFT, "index", str(directory), *extra],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
             for extra in ([], [], ["--verify"])
         ]
         for run in runs:
