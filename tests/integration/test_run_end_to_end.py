@@ -115,7 +115,7 @@ def test_names_of_bytes_that_are_not_utf8_are_written_escaped_and_the_collector_
     import json
 
     odd_dir = os.fsencode(tmp_path) + b"/dir\xff"
-    os.mkdir(odd_dir)
+    Path(os.fsdecode(odd_dir)).mkdir()
     live, replayed, trace = tmp_path / "live.jsonl", tmp_path / "replayed.jsonl", tmp_path / "trace"
     name = os.fsdecode(b"croft-bad\xff\xfe-%d" % os.getpid())
     with OwnCgroup(name) as group:
