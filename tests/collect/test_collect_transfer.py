@@ -9,13 +9,24 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from croft.adapters.dataset.fetch import CollectorGone
+from croft.adapters.dataset.fetch import CollectorGone, HttpDatasetSource
+from croft.adapters.dataset.node_copy import NodeCopy
 from tests.helpers.cli import CROFT
-from tests.helpers.collect import HERE, REPO, collector, copy_node, local_lines, seqs, write_polls
+from tests.helpers.collect import (
+    HERE,
+    REPO,
+    collector,
+    copy_node,
+    dataset_source,
+    local_lines,
+    seqs,
+    write_polls,
+)
 from tests.helpers.dataset import LIVE
 
 START_MS = 1_792_505_950_000
@@ -78,6 +89,53 @@ def test_restart_with_rotation_in_the_middle_keeps_every_row_once(
     assert any("is in croft-dataset-" in note for note in result.notes)
     assert seqs(local_lines(out)) == list(range(seq + 3 * 20))
     assert not list(out.glob("*.saved*"))
+
+
+class _RotatesAfterIndex:
+    """The real source, but the node's collector restarts (its live file rotated into a segment, a
+    shorter one in its place) right after the index is read, before any range is asked for."""
+
+    def __init__(self, source: HttpDatasetSource, rotate: Callable[[], object]) -> None:
+        self._source = source
+        self._rotate = rotate
+        self.byte_range = source.byte_range
+
+    def index(self) -> bytes:
+        index = self._source.index()
+        self._rotate()
+        return index
+
+
+def test_a_range_clipped_by_a_rotation_meanwhile_is_a_changed_file_not_a_gone_collector(
+    node: Path, tmp_path: Path, client: str
+) -> None:
+    out = tmp_path / "out"
+    with collector(node) as server:
+        seq = write_polls(node, 0, 40, START_MS)
+        with dataset_source(server.url, client) as source:
+            racing = _RotatesAfterIndex(source, lambda: write_polls(node, seq, 3, START_MS + 500_000))
+            result = NodeCopy(racing, out).run()  # type: ignore[arg-type]
+        assert result.notes == [f"{LIVE} changed on the node meanwhile; the next collect copies it"]
+        copy_node(server.url, out, client=client)
+    assert seqs(local_lines(out)) == list(range(seq + 3 * 20))
+
+
+def test_a_replaced_live_copy_is_found_by_content_in_a_segment_named_after_a_clock_step_back(
+    node: Path, tmp_path: Path, client: str
+) -> None:
+    """The wall clock stepped back: the live copy's rows went into a segment named after the
+    newest name there (`_001`), not after its first row's second; collect finds it all the same
+    and lands those rows once."""
+    out = tmp_path / "out"
+    with collector(node) as server:
+        seq = write_polls(node, 0, 10, START_MS + 1_000_000)
+        seq = write_polls(node, seq, 5, START_MS)  # the clock stepped back 1000 s
+        copy_node(server.url, out, client=client)
+        seq = write_polls(node, seq, 3, START_MS + 20_000)  # a restart rotates the live file
+        assert any(p.name.endswith("_001.jsonl.zst") for p in node.iterdir()), list(node.iterdir())
+        result, _ = copy_node(server.url, out, client=client)
+    assert not list(out.glob("*.saved*")), result.notes
+    assert seqs(local_lines(out)) == list(range(seq))
 
 
 def test_a_replaced_live_copy_in_no_segment_is_saved_aside(node: Path, tmp_path: Path, client: str) -> None:

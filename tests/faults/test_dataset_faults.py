@@ -220,3 +220,45 @@ def test_croft_run_replay_into_a_full_disk_keeps_running(trace: Path, tmp_path: 
         assert out.returncode == 0, out.stderr
         assert "dropping rows: the disk is full" in out.stderr
         assert out.stderr.count("dropping rows") == 1  # once a minute, and a replay takes less
+
+
+def test_three_croft_index_runs_at_once_on_one_directory_each_finish_and_leave_every_summary(
+    tmp_path: Path,
+) -> None:
+    """Three real `croft index` processes (one with --verify) over the same 40 segments without
+    summaries, three rounds: each exits 0 without a traceback, and afterwards every segment has a
+    trusted summary, no hidden copy is left, and the answers are the full scan's."""
+    import zstandard
+
+    from croft.adapters.dataset.files import find_files
+    from croft.adapters.dataset.scan import read_stats
+    from croft.adapters.dataset.summaries import load
+    from croft.domain.dataset.rotation import SegmentName
+
+    for round_ in range(3):
+        directory = tmp_path / f"round-{round_}"
+        directory.mkdir()
+        for k in range(40):
+            lines = poll_lines(1000 * k, 200, T0 + 60_000 * k)
+            name = NAMING.compressed(SegmentName(T0 + 60_000 * k))
+            (directory / name).write_bytes(zstandard.ZstdCompressor(write_checksum=True).compress(lines))
+        runs = [
+            subprocess.Popen(
+                [CROFT, "index", str(directory), *extra],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for extra in ([], [], ["--verify"])
+        ]
+        for run in runs:
+            stdout, stderr = run.communicate(timeout=300)
+            assert run.returncode == 0, stderr
+            assert stderr == "" and "segments summarized" in stdout
+        files = find_files(directory)
+        assert len(files) == 40 and all(load(f) is not None for f in files)
+        assert not [p.name for p in directory.iterdir() if p.name.startswith(".")]
+        scanned = read_stats(directory, workers=1, summaries=False)
+        summarized = read_stats(directory, workers=1)
+        assert summarized[1].summary(summarized[0]) == scanned[1].summary(scanned[0])
+        assert scanned[1].rows == 40 * 200

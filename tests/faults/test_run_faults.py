@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -41,3 +42,48 @@ def test_the_exit_summary_counts_rows_on_disk_and_the_dropped_total(tmp_path: Pa
     written, dropped = int(found[1]), int(found[2])
     assert (written, dropped) == (on_disk, made - on_disk)
     assert 0 < on_disk < made
+
+
+# The live loop in a process of its own: polls replayed from the recorded trace as if live, the
+# rows written by croft's dataset writer; the source sends its own process `signal` during poll 3.
+_LIVE_LOOP = """
+import logging, os, signal, sys
+from pathlib import Path
+from croft.adapters.host.clock import SystemClock
+from croft.adapters.host.trace import read_trace, recorded_watch, trace_files
+from croft.app import bootstrap, collector
+
+logging.basicConfig(level=logging.INFO, format="croft: %(message)s")
+trace = trace_files(Path(sys.argv[2]))[0]
+settings = bootstrap.Settings(dataset=Path(sys.argv[1]), watch=recorded_watch(trace))
+pipeline = bootstrap.build_pipeline(settings)
+polls = read_trace(trace)
+fed = []
+
+class Source:
+    def poll(self, at):
+        fed.append(at)
+        if len(fed) == 3:
+            os.kill(os.getpid(), getattr(signal, sys.argv[3]))
+        return next(polls)
+
+code = collector.run_live(pipeline, Source(), SystemClock(), interval_ns=50_000_000)
+print(len(fed), pipeline.rows_on_disk)
+sys.exit(code)
+"""
+
+
+@pytest.mark.parametrize("name", ["SIGTERM", "SIGINT", "SIGHUP"])
+def test_term_int_and_hup_each_end_the_collector_after_writing_its_last_poll(
+    tmp_path: Path, name: str
+) -> None:
+    live = tmp_path / LIVE
+    done = subprocess.run(
+        [sys.executable, "-c", _LIVE_LOOP, str(live), str(TRACE), name],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert f"got {name}: writing the last poll and stopping" in done.stderr
+    polls, rows = map(int, done.stdout.split())
+    assert polls == 3  # the poll in progress was the last
+    assert rows == len(file_lines(live)) > 0

@@ -2,7 +2,7 @@
 polls of numbered rows as fast as it takes them, on a clock that runs 400x fast so that segments
 close and compress every few hundred milliseconds.
 
-    python -m tests.helpers.dataset_driver DIR FIRST_SEQ START_MS
+    python -m tests.helpers.dataset_driver DIR FIRST_SEQ START_MS [POLLS]
 
 After each append returns it prints the sequence number one past the poll's last row: everything
 below the last number printed was written by a completed poll."""
@@ -22,10 +22,10 @@ ROWS_PER_POLL = 7
 POLLS = 400
 
 
-def main(directory: Path, first_seq: int, start_ms: int) -> int:
+def main(directory: Path, first_seq: int, start_ms: int, polls: int = POLLS) -> int:
     writer = DatasetWriter(directory / LIVE, LIMITS)
     seq, now_ms = first_seq, start_ms
-    for _ in range(POLLS):
+    for _ in range(polls):
         writer.append(poll_lines(seq, ROWS_PER_POLL, now_ms), now_ms)
         seq += ROWS_PER_POLL
         print(seq, flush=True)
@@ -36,4 +36,4 @@ def main(directory: Path, first_seq: int, start_ms: int) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])))
+    sys.exit(main(Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), *map(int, sys.argv[4:5])))

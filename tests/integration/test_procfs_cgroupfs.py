@@ -182,3 +182,25 @@ def test_live_pid_that_exits_mid_read_is_dropped_and_counted() -> None:
         if child.poll() is None:
             child.kill()
             child.wait()
+
+
+def test_the_names_of_a_process_not_worth_reading_are_never_read(tmp_path: Path) -> None:
+    """exe, cwd and cmdline are read only for a process that is returned: reading a process's
+    cmdline waits on its memory map's lock, which a process being forked or exec'd holds (a fork
+    burst on a busy node held the poll for seconds in such reads). Here those of the unwanted
+    processes cannot be read at all (a directory where cmdline is, no exe or cwd link)."""
+    import shutil
+
+    proc = tmp_path / "proc"
+    shutil.copytree(PROCFS / "hybrid" / "proc", proc, symlinks=True)
+    unwanted = [pid for pid in CAPTURED if pid != PIDS["alloc"]]
+    for pid in unwanted:
+        (proc / str(pid) / "cmdline").unlink()
+        (proc / str(pid) / "cmdline").mkdir()
+        (proc / str(pid) / "exe").unlink()
+        (proc / str(pid) / "cwd").unlink()
+    procfs = ProcFS(proc)
+    for _ in range(3):
+        samples, dropped = procfs.scan(lambda tgid, _: tgid == PIDS["alloc"])
+        assert ([s.tgid for s in samples], dropped) == ([PIDS["alloc"]], 0)
+        assert samples[0].cmdline and samples[0].exe

@@ -6,6 +6,7 @@ never a traceback, never a wait."""
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -139,3 +140,65 @@ def test_run_frameworks_fifo_does_not_block(tmp_path: Path) -> None:
 
 def test_scale_log_format_is_logfmt_or_json() -> None:
     one_sentence(croft(*scale_argv("--log-format", "xml")), "--log-format must be logfmt or json, got 'xml'")
+
+
+@pytest.mark.parametrize("value", ["0x10", "1_000", "٣", "+5", " 7", "1.0", "-5", "0", "9" * 30, "1e3", ""])
+@pytest.mark.parametrize(
+    ("option", "env"),
+    [
+        ("--rotate-secs", "CROFT_ROTATE_SECS"),
+        ("--rotate-bytes", "CROFT_ROTATE_BYTES"),
+        ("--retain-days", "CROFT_RETAIN_DAYS"),
+        ("--retain-bytes", "CROFT_RETAIN_BYTES"),
+    ],
+)
+def test_run_limits_take_decimal_digits_in_range_and_nothing_else(
+    option: str, env: str, value: str, tmp_path: Path
+) -> None:
+    """What the help says (a number of seconds, bytes, days), from the option or its variable;
+    never hexadecimal, underscores, other scripts' digits or a number beyond any use."""
+    argv = ["run", "--replay", TRACE, "--dataset", str(tmp_path / "d.jsonl")]
+    one_sentence(croft(*argv, option, value), f"{option} must be a whole number of ")
+    one_sentence(croft(*argv, env={env: value}), f"{env} must be a whole number of ")
+    assert not (tmp_path / "d.jsonl").exists()
+
+
+def test_run_limits_in_decimal_digits_are_taken(tmp_path: Path) -> None:
+    out = croft("run", "--replay", TRACE, "--dataset", str(tmp_path / "d.jsonl"),
+                env={"CROFT_ROTATE_SECS": "0600", "CROFT_RETAIN_BYTES": "9223372036854775807"})  # fmt: skip
+    assert out.returncode == 0, out.stderr
+
+
+def _run_into(dataset: Path) -> object:
+    return croft("run", "--replay", TRACE, "--dataset", str(dataset), timeout=30)
+
+
+@pytest.mark.root
+@pytest.mark.skipif(os.geteuid() != 0, reason="mknod needs root")
+def test_run_refuses_a_device_as_its_dataset_and_leaves_it_alone(tmp_path: Path) -> None:
+    """A private /dev/null: accepted, it would be renamed into a segment at the first rotation."""
+    null = tmp_path / "null"
+    os.mknod(null, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    one_sentence(_run_into(null), f"--dataset {null} is a device, not a regular file; give the live file's")
+    assert stat.S_ISCHR(null.lstat().st_mode) and [p.name for p in tmp_path.iterdir()] == ["null"]
+
+
+def test_run_refuses_a_fifo_as_its_dataset_at_once(tmp_path: Path) -> None:
+    fifo = tmp_path / "croft-dataset.jsonl"
+    os.mkfifo(fifo)
+    one_sentence(_run_into(fifo), f"--dataset {fifo} is a FIFO (named pipe), not a regular file")
+
+
+def test_run_names_the_symlink_loop_its_dataset_directory_is_in(tmp_path: Path) -> None:
+    (tmp_path / "loop").symlink_to("loop")
+    for dataset in (tmp_path / "loop" / "d.jsonl", tmp_path / "loop" / "a" / "d.jsonl"):
+        one_sentence(
+            _run_into(dataset),
+            f"cannot create the dataset directory {dataset.parent}: {tmp_path / 'loop'} is a symlink loop; ",
+        )
+    dangling = tmp_path / "dangling"
+    dangling.symlink_to("nowhere")
+    one_sentence(
+        _run_into(dangling / "d.jsonl"),
+        f"cannot create the dataset directory {dangling}: {dangling} is a dangling symlink; ",
+    )

@@ -13,9 +13,9 @@ from tests.helpers.cli import CROFT, croft
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--rotate-secs", "0"], "--rotate-secs must be a positive number of seconds, got 0"),
-        (["--rotate-bytes", "-5"], "--rotate-bytes must be a positive number of bytes, got -5"),
-        (["--retain-days", "0"], "--retain-days must be a positive number of days, got 0"),
+        (["--rotate-secs", "0"], "--rotate-secs must be a whole number of seconds from 1 to 3155760000"),
+        (["--rotate-bytes", "-5"], "--rotate-bytes must be a whole number of bytes from 1 to "),
+        (["--retain-days", "0"], "--retain-days must be a whole number of days from 1 to 36525"),
         (
             ["--retain-bytes", "1000", "--rotate-bytes", "2000"],
             "--retain-bytes 1000 is smaller than one rotation",
@@ -50,7 +50,8 @@ def test_the_limits_come_from_the_environment_too(tmp_path: Path) -> None:
         env={"CROFT_RETAIN_BYTES": "0", "PATH": "/usr/bin:/bin"},
     )
     assert out.returncode == 1
-    assert "--retain-bytes must be a positive number of bytes, got 0" in out.stderr
+    assert "CROFT_RETAIN_BYTES must be a whole number of bytes from 1 to " in out.stderr
+    assert out.stderr.endswith("got '0'\n")
 
 
 def test_an_unwritable_dataset_directory_is_one_sentence(tmp_path: Path) -> None:

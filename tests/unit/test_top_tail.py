@@ -324,3 +324,28 @@ def test_the_polls_before_the_newest_come_as_earlier_rows(tmp_path: Path) -> Non
     assert tail_file(path, polls=1).earlier == ()
     assert [row.tgid for row in tail_file(path, polls=3).earlier] == [18_000, 18_001, 19_000, 19_001]
     assert read_newest(path, "n").polls[0].earlier == tail.earlier
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_an_idle_process_whose_last_row_went_into_the_newest_segment_is_still_held(
+    tmp_path: Path, compressed: bool
+) -> None:
+    """The live file was rotated 3 polls ago: the 12 polls before them are looked at in the newest
+    segment, where the idle process's row of 10 polls back is; older ones are not."""
+    busy = [poll(T0_MS + 2000 * k, 2, first_tgid=100) for k in range(23)]
+    idle = [make_row(555, T0_MS + 2000 * 10), make_row(444, T0_MS + 2000 * 7)]  # 13 and 16 polls back
+    segment = encode(
+        [r for k in range(20) for r in busy[k] + [x for x in idle if x.unix_ms == busy[k][0].unix_ms]]
+    )
+    name = "croft-dataset-20261020T141910Z.jsonl"
+    write(
+        tmp_path / (name + ".zst" if compressed else name),
+        zstandard.compress(segment) if compressed else segment,
+    )
+    write(tmp_path / LIVE_NAME, encode([r for k in range(20, 23) for r in busy[k]]))
+    (newest,) = read_newest(tmp_path, "here").polls
+    assert [r.tgid for r in newest.rows] == [100, 101]
+    assert {r.unix_ms for r in newest.earlier} == {T0_MS + 2000 * k for k in range(8, 22)}
+    assert 555 in {r.tgid for r in newest.earlier} and 444 not in {r.tgid for r in newest.earlier}
+    table = build_table([newest], T0_MS + 2000 * 22)
+    assert table.total_rows == 3 and [row.idle for row in table.rows].count(True) == 1

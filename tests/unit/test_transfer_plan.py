@@ -109,8 +109,13 @@ def test_refusals_and_stale_parts() -> None:
 
 def test_a_replaced_copy_is_looked_for_in_its_segment_then_saved() -> None:
     first_ms = 1_792_505_950_473
-    found = segment_candidates(first_ms, ["croft-dataset-20261020T141910Z.jsonl.zst", LIVE, "x"], NAMING)
-    assert found == ("croft-dataset-20261020T141910Z.jsonl.zst",)
+    own, older, newest = (
+        "croft-dataset-20261020T141910Z.jsonl.zst",
+        "croft-dataset-20261020T130000Z.jsonl.zst",
+        "croft-dataset-20261020T150000Z_001.jsonl",  # named after a clock stepped back
+    )
+    found = segment_candidates(first_ms, [older, own, LIVE, "x", newest], NAMING)
+    assert found == (own, newest, older)
     name = saved_name(NAMING, first_ms, [])
     assert name == "croft-dataset-20261020T141910Z.saved.jsonl" and NAMING.parse(name) is None
     assert saved_name(NAMING, first_ms, [name]) == "croft-dataset-20261020T141910Z.saved-2.jsonl"

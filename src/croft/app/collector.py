@@ -1,7 +1,8 @@
 """The collector's shell: feed each poll through the core and write its rows.
 
 Live: a poll every `interval_ns` on a monotonic schedule (`start + k * interval`, so a slow poll
-skips a tick instead of shifting every later one); SIGTERM or SIGINT end the loop after the poll in
+skips a tick instead of shifting every later one); SIGTERM, SIGINT or SIGHUP (a closed terminal,
+or a supervisor's reload: the collector has nothing to reload) end the loop after the poll in
 progress is written, and the sink is closed. Replay: every recorded poll, as fast as it reads.
 """
 
@@ -22,6 +23,9 @@ from croft.domain.dataset.row import Row
 from croft.domain.schedule import next_deadline
 
 log = logging.getLogger("croft.run")
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+"""The signals that end the collector after its poll in progress is written."""
 
 INTERVAL_NS = 2_000_000_000
 REPORT_EVERY_POLLS = 30
@@ -125,7 +129,8 @@ class Pipeline:
 
 
 def run_live(pipeline: Pipeline, source: Source, clock: Clock, interval_ns: int = INTERVAL_NS) -> int:
-    """Poll until SIGTERM/SIGINT; the poll in progress is written before the sink closes. Exit 0."""
+    """Poll until SIGTERM, SIGINT or SIGHUP; the poll in progress is written before the sink
+    closes. Exit 0."""
     stopping = False
 
     def stop(signum: int, _: FrameType | None) -> None:
@@ -134,7 +139,7 @@ def run_live(pipeline: Pipeline, source: Source, clock: Clock, interval_ns: int 
         clock.wake()
         log.info("got %s: writing the last poll and stopping", signal.Signals(signum).name)
 
-    previous_handlers = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    previous_handlers = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
     try:
         start_ns = clock.now().monotonic_ns
         while True:
@@ -152,13 +157,14 @@ def run_live(pipeline: Pipeline, source: Source, clock: Clock, interval_ns: int 
 
 
 def linger(seconds: float, clock: Clock) -> None:
-    """Wait `seconds` or until SIGTERM/SIGINT (after a replay, so /metrics can still be scraped)."""
+    """Wait `seconds` or until SIGTERM, SIGINT or SIGHUP (after a replay, so /metrics can still be
+    scraped)."""
 
     def stop(signum: int, _: FrameType | None) -> None:
         clock.wake()
         log.info("got %s: stopping", signal.Signals(signum).name)
 
-    previous_handlers = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    previous_handlers = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
     try:
         clock.sleep_until(clock.now().monotonic_ns + int(seconds * 1e9))
     finally:

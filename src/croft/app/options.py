@@ -3,10 +3,14 @@ and the checks of option values that cyclopts' types do not make."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 from cyclopts import Parameter
+
+if TYPE_CHECKING:
+    from cyclopts import Token
 
 DEFAULT_DATASET = Path("/var/lib/croft/croft-dataset.jsonl")
 
@@ -24,6 +28,31 @@ def check_number(
     if not inside:
         bracket = "(" if low_open else "["
         raise UserError(f"{option} must be a number of {unit} in {bracket}{low:g}, {high:g}], got {value!r}")
+
+
+def whole_number(unit: str, high: int, low: int = 1) -> Callable[[Any, Sequence[Token]], int]:
+    """A cyclopts converter for an option that takes a whole number of `unit` in [low, high]: the
+    digits 0-9 and nothing else (Python's int() would also take 0x10, 1_000, +5, spaces and other
+    scripts' digits, `٣`). Anything else, from the command line or the option's env variable, is a
+    `UserError` naming the option (or the variable), its range and what was given."""
+
+    def convert(_: Any, tokens: Sequence[Token]) -> int:
+        from croft.errors import UserError
+
+        token = tokens[-1]
+        text = token.value
+        if text.isascii() and text.isdigit() and len(text) <= len(str(high)) and low <= int(text) <= high:
+            return int(text)
+        raise UserError(
+            f"{token.keyword or 'the value'} must be a whole number of {unit} from {low} to {high}, "
+            f"written in the digits 0-9, got {text!r}"
+        )
+
+    return convert
+
+
+SECONDS_MAX = 36_525 * 86_400  # a century: every interval croft takes stays within it
+BYTES_MAX = 2**63 - 1  # the largest file size (off_t)
 
 
 def window(

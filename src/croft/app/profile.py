@@ -64,6 +64,9 @@ def profile(
     now_ms = SystemClock().now().unix_ms
     start, end = window(from_, to, from_ms, to_ms, now_ms)
     if cgroup is not None:
+        from croft.domain.os_text import written
+
+        cgroup = written(cgroup)  # a path given by its real bytes reads as rows write it
         subject = Subject("cgroup", "/" + cgroup.strip("/") if cgroup.strip("/") else "/")
         what = f"cgroup {subject.value}"
     elif pid is not None:

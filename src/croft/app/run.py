@@ -7,7 +7,7 @@ from typing import Annotated
 
 from cyclopts import Parameter
 
-from croft.app.options import DEFAULT_DATASET, DatasetOpt, check_number
+from croft.app.options import BYTES_MAX, DEFAULT_DATASET, SECONDS_MAX, DatasetOpt, check_number, whole_number
 from croft.errors import UserError
 
 
@@ -35,18 +35,35 @@ def run(
         ),
     ] = "",
     rotate_secs: Annotated[
-        int, Parameter(env_var="CROFT_ROTATE_SECS", help="rotate the live file after this many seconds")
+        int,
+        Parameter(
+            env_var="CROFT_ROTATE_SECS",
+            converter=whole_number("seconds", SECONDS_MAX),
+            help="rotate the live file after this many seconds",
+        ),
     ] = 3600,
     rotate_bytes: Annotated[
-        int, Parameter(env_var="CROFT_ROTATE_BYTES", help="rotate the live file at this size (1 GiB)")
+        int,
+        Parameter(
+            env_var="CROFT_ROTATE_BYTES",
+            converter=whole_number("bytes", BYTES_MAX),
+            help="rotate the live file at this many bytes (1 GiB)",
+        ),
     ] = 1073741824,
     retain_days: Annotated[
-        int, Parameter(env_var="CROFT_RETAIN_DAYS", help="delete segments older than this many days")
+        int,
+        Parameter(
+            env_var="CROFT_RETAIN_DAYS",
+            converter=whole_number("days", SECONDS_MAX // 86_400),
+            help="delete segments older than this many days",
+        ),
     ] = 30,
     retain_bytes: Annotated[
         int,
         Parameter(
-            env_var="CROFT_RETAIN_BYTES", help="delete the oldest segments while all exceed this (10 GiB)"
+            env_var="CROFT_RETAIN_BYTES",
+            converter=whole_number("bytes", BYTES_MAX),
+            help="delete the oldest segments while all exceed this many bytes (10 GiB)",
         ),
     ] = 10737418240,
     record: Annotated[

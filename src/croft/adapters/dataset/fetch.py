@@ -36,7 +36,19 @@ class FileGone(FetchError):
 
 
 class FileShrank(FetchError):
-    """The range starts past the file's end now (HTTP 416): the file was replaced by a shorter one."""
+    """The file ends before the range asked for now (HTTP 416, or a 206 cut short at its end): it
+    was replaced by a shorter one (a rotation) since the index."""
+
+
+def _clipped(content_range: str, start: int, end: int) -> bool:
+    """Whether a 206's Content-Range answers bytes `start`..`end` cut short at the file's end:
+    `bytes <start>-<last>/<size>` with last < end and size = last + 1 (RFC 9110, 14.1.2)."""
+    unit, _, spec = content_range.partition(" ")
+    first, _, rest = spec.partition("-")
+    last, _, size = rest.partition("/")
+    if unit != "bytes" or not (first.isdigit() and last.isdigit() and size.isdigit()):
+        return False
+    return int(first) == start and int(last) < end and int(size) == int(last) + 1
 
 
 class OutOfTime(FetchError):
@@ -156,7 +168,12 @@ class HttpDatasetSource:
             if reply.status == 416:
                 raise FileShrank(f"{name} on {self.what} is shorter than {start + 1} bytes now")
             if reply.status == 206:
-                if not reply.header("content-range").startswith(f"bytes {start}-{end}/"):
+                answered = reply.header("content-range")
+                if _clipped(answered, start, end):
+                    # The file ends before `end` now (rotated into a segment, a shorter one in its
+                    # place, since the index): changed meanwhile, as a 416 says.
+                    raise FileShrank(f"{name} on {self.what} is shorter than {end + 1} bytes now")
+                if not answered.startswith(f"bytes {start}-{end}/"):
                     raise CollectorGone(f"{self.what} answered {name} with another range than asked")
             elif reply.status != 200 or start != 0:
                 raise self._status_error(reply, name)

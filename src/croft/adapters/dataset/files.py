@@ -11,6 +11,12 @@ A path is one of:
 - a directory of per-node dataset directories, `<dir>/<node>/...`.
 
 The node of a file is its per-node directory's name, or `host` for a single local dataset.
+
+A reader counts every row that existed for its whole run, while the collector rotates: a live
+(or other plain, not segment) file is held open from its listing (`Held`) and read by that
+descriptor, so rows renamed into a segment meanwhile are read all the same; a listing during which
+a segment appeared (a rotation) is taken again; and a plain segment compressed and removed since
+its listing is read from its `.zst`.
 """
 
 from __future__ import annotations
@@ -20,9 +26,9 @@ import os
 import re
 import stat
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO, Protocol
 
 import attrs
 import msgspec
@@ -30,6 +36,7 @@ import msgspec
 from croft.adapters.dataset.zstd_frames import ends_on_a_frame
 from croft.domain.dataset.naming import Naming
 from croft.domain.dataset.skips import JSON_WHITESPACE, MAX_LINE_BYTES, TOO_LONG, SkipTally
+from croft.domain.os_text import written
 from croft.errors import UserError
 
 if TYPE_CHECKING:
@@ -60,6 +67,59 @@ class DatasetFile:
     segment: bool = False  # a closed segment, not a live file
     # device, inode, size, mtime and ctime (ns) when it was listed; None: not taken
     facts: tuple[int, int, int, int, int] | None = attrs.field(default=None, eq=False, repr=False)
+    held: Held | None = attrs.field(default=None, eq=False, repr=False)  # a live file, held open
+
+    @property
+    def reading_path(self) -> Path:
+        """Where its bytes are read: the descriptor it is held by, else its path."""
+        return self.path if self.held is None else self.held.path
+
+
+class Held:
+    """A descriptor of a plain file, opened when it was listed, so that the file listed is the one
+    read, whole, even once renamed into a segment or removed. `path` opens it again (by
+    /proc/<pid>/fd/<n>, from a worker process too: a pickled `Held` names its opener's descriptor
+    and never closes it). Closed when the last reference to it goes, in the process that opened it."""
+
+    open_count = 0  # held by this process now
+
+    def __init__(self, fd: int, pid: int | None = None) -> None:
+        self.fd = fd
+        self.pid = os.getpid() if pid is None else pid
+        self._owned = pid is None
+        if self._owned:
+            Held.open_count += 1
+
+    @property
+    def path(self) -> Path:
+        return Path(f"/proc/{self.pid}/fd/{self.fd}")
+
+    def __reduce__(self) -> tuple[type[Held], tuple[int, int]]:
+        return (Held, (self.fd, self.pid))
+
+    def __del__(self) -> None:
+        if self._owned and os.getpid() == self.pid:
+            os.close(self.fd)
+            Held.open_count -= 1
+
+
+def _hold(path: Path) -> Held | None:
+    """`path` held open (a regular file: O_NONBLOCK never waits on a FIFO put there meanwhile), or
+    None where it cannot be (gone, `HELD_MAX` held already, no /proc to open it again by): it is
+    then read by its path."""
+    if Held.open_count >= HELD_MAX or not _PROC_FD.is_dir():
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return None
+    held = Held(fd)
+    return held if stat.S_ISREG(os.fstat(fd).st_mode) else None
+
+
+_PROC_FD = Path("/proc/self/fd")
+HELD_MAX = 256  # live files held at once (a node's each); beyond, read by path: descriptors stay free
+LISTING_TRIES = 4  # a rotation takes a collector's poll at least: two in a row are not seen here
 
 
 @attrs.frozen
@@ -99,7 +159,7 @@ def find_files(path: Path, host: str | None = None) -> tuple[DatasetFile, ...]:
     `UserError` when `path` is not there, is not a file or directory, cannot be listed, or holds no
     dataset files."""
     host = host or os.uname().nodename  # socket.gethostname()'s answer, without importing socket
-    kind = _kind_of(path)
+    kind = kind_of(path)
     if kind == "directory":
         own = _files_in(path, host)
         if isinstance(own, str):
@@ -113,7 +173,7 @@ def find_files(path: Path, host: str | None = None) -> tuple[DatasetFile, ...]:
             f"{shown(path)} holds no dataset files (*.jsonl or *.jsonl.zst, or per-node directories of "
             "them); give a dataset file or directory"
         )
-    if path.name.endswith(".jsonl") and kind in ("missing", "file") and _kind_of(path.parent) == "directory":
+    if path.name.endswith(".jsonl") and kind in ("missing", "file") and kind_of(path.parent) == "directory":
         heads = _files_in(path.parent, host, stem=path.name.removesuffix(".jsonl"))
         if not isinstance(heads, str) and any(f.path.name != path.name for f in heads):
             return heads
@@ -139,12 +199,14 @@ def first_row_ms(path: Path) -> int | None:
 
 
 def shown(path: Path | str) -> str:
-    """`path` as text that prints anywhere: bytes that are not UTF-8 as backslash escapes."""
-    return str(path).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    """`path` as text that prints anywhere: bytes that are not UTF-8 as `\\xNN`, as rows write
+    the kernel's names (`croft.domain.os_text.written`)."""
+    return written(str(path))
 
 
-def _kind_of(path: Path) -> str:
-    """ "file", "directory", "missing", or what else `path` is, as the end of a sentence."""
+def kind_of(path: Path) -> str:
+    """ "file", "directory", "missing", or what else `path` is, as the end of a sentence ("is a
+    symlink loop", "is a FIFO (named pipe), not a dataset file", ...)."""
     try:
         mode = path.stat().st_mode
     except FileNotFoundError:
@@ -178,7 +240,7 @@ def _node_dirs(path: Path) -> list[Path]:
         why = exc.strerror or exc
         raise UserError(f"cannot list {shown(path)} ({why}); give a dataset you can read") from None
     return [
-        Path(e.path) for e in entries if not e.name.startswith(".") and _kind_of(Path(e.path)) == "directory"
+        Path(e.path) for e in entries if not e.name.startswith(".") and kind_of(Path(e.path)) == "directory"
     ]
 
 
@@ -195,7 +257,11 @@ def _file(path: Path, node: str) -> DatasetFile:
         size = path.stat().st_size
     except OSError as exc:
         return DatasetFile(path, node, path.name.endswith(".zst"), 0, problem=_cannot_read(exc))
-    return DatasetFile(path, node, path.name.endswith(".zst"), size)
+    compressed = path.name.endswith(".zst")
+    held = None if compressed else _hold(path)
+    if held is not None:
+        size = os.fstat(held.fd).st_size
+    return DatasetFile(path, node, compressed, size, held=held)
 
 
 def _cannot_read(exc: OSError) -> str:
@@ -207,7 +273,31 @@ def _files_in(directory: Path, node: str, stem: str | None = None) -> tuple[Data
     that each stem's segments come in time order followed by its live file; or why the
     directory cannot be listed. When a segment is there both plain and compressed (a compression
     was just renamed into place), the plain one, the original, is read. An entry with a dataset
-    file's name that is not a regular file is listed with its problem."""
+    file's name that is not a regular file is listed with its problem. A live file is held open
+    (`Held`); when a segment appeared while the files were listed and held (the live file was
+    rotated: the one held may be its successor, and its rows in a segment not listed), the
+    listing is taken again."""
+    found = _listed(directory, node, stem)
+    for _ in range(LISTING_TRIES - 1):
+        if isinstance(found, str) or not any(f.held for f in found[0]):
+            break
+        try:
+            after = _segment_names(entry.name for entry in os.scandir(directory))
+        except OSError:
+            break
+        if after <= _segment_names(found[1]):
+            break
+        found = _listed(directory, node, stem)
+    return found if isinstance(found, str) else found[0]
+
+
+def _segment_names(names: Iterable[str]) -> set[str]:
+    """The segments among `names`, each by its plain name (its `.zst` is the same segment)."""
+    return {name.removesuffix(".zst") for name in names if _SEGMENT.fullmatch(name)}
+
+
+def _listed(directory: Path, node: str, stem: str | None) -> tuple[tuple[DatasetFile, ...], list[str]] | str:
+    """One listing of `_files_in`, and every name the directory held."""
     try:
         entries = list(os.scandir(directory))
     except OSError as exc:
@@ -225,7 +315,7 @@ def _files_in(directory: Path, node: str, stem: str | None = None) -> tuple[Data
             )  # one stat: the kind, the size, and the identity the summaries' memories key on
         except OSError:
             facts = None
-        kind = _kind_of(path) if facts is None else _mode_kind(facts.st_mode)
+        kind = kind_of(path) if facts is None else _mode_kind(facts.st_mode)
         if kind == "missing":  # gone since the listing (retention, a rename into place)
             continue
         match = _SEGMENT.fullmatch(name)
@@ -239,16 +329,19 @@ def _files_in(directory: Path, node: str, stem: str | None = None) -> tuple[Data
         if key in keyed and name.endswith(".zst"):
             continue
         compressed = name.endswith(".zst")
+        held = _hold(path) if kind == "file" and not compressed and not segment else None
+        if held is not None:
+            facts = os.fstat(held.fd)
         if kind == "file" and facts is not None:
             keyed[key] = DatasetFile(
-                path, node, compressed, facts.st_size, segment=segment, facts=_identity(facts)
+                path, node, compressed, facts.st_size, segment=segment, facts=_identity(facts), held=held
             )
         elif kind == "file":
             keyed[key] = attrs.evolve(_file(path, node), segment=segment)
         else:
             problem = "it is a directory, not a dataset file" if kind == "directory" else f"it {kind}"
             keyed[key] = DatasetFile(path, node, compressed, 0, problem=problem)
-    return tuple(keyed[key] for key in sorted(keyed))
+    return tuple(keyed[key] for key in sorted(keyed)), [entry.name for entry in entries]
 
 
 def _identity(facts: os.stat_result) -> tuple[int, int, int, int, int]:
@@ -419,13 +512,76 @@ def _tail(carry: list[bytes], too_long: bool) -> Iterator[TooLong | Torn]:
 
 def _plain_blocks(part: Part, block_bytes: int) -> Iterator[bytes | Damaged]:
     try:
-        with part.file.path.open("rb") as f:
+        f = part.file.reading_path.open("rb")
+    except FileNotFoundError as exc:
+        if not part.file.segment:
+            yield Damaged(f"cannot read it ({exc.strerror or exc})")
+            return
+        # Compressed and removed since it was listed: its `.zst` holds the same lines.
+        yield from _compressed_instead(part, block_bytes)
+        return
+    except OSError as exc:
+        yield Damaged(f"cannot read it ({exc.strerror or exc})")
+        return
+    try:
+        with f:
             yield from _range_blocks(f, part.start, part.stop, block_bytes)
     except OSError as exc:
         yield Damaged(f"cannot read it ({exc.strerror or exc})")
 
 
-def _range_blocks(f: BinaryIO, start: int, stop: int | None, block_bytes: int) -> Iterator[bytes]:
+def _compressed_instead(part: Part, block_bytes: int) -> Iterator[bytes | Damaged]:
+    """The blocks of `part` of a plain segment, read from the segment's `.zst` (the same lines,
+    decompressed as a stream: a part that starts further in reads up to its start first)."""
+    import zstandard
+
+    path = part.file.path.with_name(part.file.path.name + ".zst")
+    try:
+        with path.open("rb") as raw:
+            stream = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
+            yield from _range_blocks(_Forward(stream), part.start, part.stop, block_bytes)
+    except zstandard.ZstdError as exc:
+        yield Damaged(f"corrupt zstd data ({str(exc).rpartition(': ')[2]})")
+    except OSError as exc:
+        yield Damaged(f"cannot read it ({exc.strerror or exc})")
+
+
+class _Forward:
+    """A stream that reads forwards only (zstd's) as `_range_blocks` reads a file: a seek goes
+    forwards by reading, or back within the last read."""
+
+    def __init__(self, stream: _Readable) -> None:
+        self._stream = stream
+        self._kept = b""  # the last read from the stream, which starts at `_kept_at`
+        self._kept_at = 0
+        self._at = 0
+
+    def read(self, size: int = -1, /) -> bytes:
+        end = self._kept_at + len(self._kept)
+        if self._at < end:
+            start = self._at - self._kept_at
+            out = self._kept[start : start + size if size >= 0 else None]
+        else:
+            out = self._kept = self._stream.read(size)
+            self._kept_at = end
+        self._at += len(out)
+        return out
+
+    def seek(self, offset: int, whence: int = 0, /) -> int:
+        assert whence == os.SEEK_SET and offset >= self._kept_at, "a seek back before the last read"
+        while offset > self._kept_at + len(self._kept):
+            self._at = self._kept_at + len(self._kept)
+            if not self.read(min(offset - self._at, 1 << 20)):
+                break
+        self._at = min(offset, self._kept_at + len(self._kept))
+        return self._at
+
+
+class _Readable(Protocol):
+    def read(self, size: int = -1, /) -> bytes: ...
+
+
+def _range_blocks(f: BinaryIO | _Forward, start: int, stop: int | None, block_bytes: int) -> Iterator[bytes]:
     """Blocks holding exactly the lines that start in [start, stop): a line that began before
     `start` belongs to the part before, the line that straddles `stop` to this one."""
     if start > 0:

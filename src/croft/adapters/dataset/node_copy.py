@@ -286,12 +286,13 @@ class NodeCopy:
             return
         first = first_row_ms(old)
         others = [f.name for f in local_files(self._dir) if f.name != name]
-        if first is not None:
-            for candidate in segment_candidates(first, others, naming):
-                if _begins_with(self._dir / candidate, old):
-                    old.unlink()
-                    self.result.notes.append(f"the earlier copy of {name} is in {candidate}")
-                    return
+        # By content: the segment's name says its first row's second only while the clock ran
+        # forward, so every local segment may hold it (the likeliest first).
+        for candidate in segment_candidates(-1 if first is None else first, others, naming):
+            if _begins_with(self._dir / candidate, old):
+                old.unlink()
+                self.result.notes.append(f"the earlier copy of {name} is in {candidate}")
+                return
         stamp_ms = first if first is not None else old.stat().st_mtime_ns // 1_000_000
         saved = saved_name(naming, stamp_ms, others)
         self._disk.replace(old, self._dir / saved)

@@ -1,5 +1,6 @@
 """The end of a dataset, for croft top: the newest complete poll (and the 14 before it, where croft
-top finds idle processes' latest rows), without reading the whole file.
+top finds idle processes' latest rows, from the newest closed segment too when the live file was
+rotated less than 15 polls ago), without reading the whole file.
 
 The collector appends each poll as whole lines in one write, so the rows of the newest poll are the
 last lines of the live file and share one `unix_ms`. `newest_poll` seeks back from the end in growing
@@ -265,15 +266,31 @@ def _tail_node(files: list[DatasetFile]) -> tuple[PollTail, str | None]:
         return PollTail(()), f"skipped {shown(last.path)}: {last.problem}"
     live = None if last.segment else last
     tail = tail_file(live.path) if live is not None else PollTail(())
-    if tail.rows:
-        return tail, None
     segments = [f for f in files if f.segment and f.problem is None]
+    if tail.rows:
+        return _held_across(tail, segments[-1].path) if segments else tail, None
     if not segments:
         return tail, None
     segment = segments[-1].path
     why = "the live file has no complete poll" if live is not None else "no live file"
     how = " (decompressed whole)" if segment.name.endswith(".zst") else ""
     return tail_file(segment), f"{why}: showing closed segment {segment.name}{how}"
+
+
+def _held_across(tail: PollTail, segment: Path) -> PollTail:
+    """`tail` of a live file that holds fewer than `HELD_POLLS` polls (rotated not long ago), its
+    `earlier` rows begun with those of the newest polls of the newest closed `segment`, so that an
+    idle process whose latest row went into the segment is still held."""
+    polls = 1 + len({row.unix_ms for row in tail.earlier})
+    if polls >= HELD_POLLS:
+        return tail
+    before = tail_file(segment)
+    rows = (*before.earlier, *before.rows)
+    kept = sorted({row.unix_ms for row in rows})[-(HELD_POLLS - polls) :]
+    older = tuple(row for row in rows if row.unix_ms >= kept[0]) if kept else ()
+    return attrs.evolve(
+        tail, earlier=older + tail.earlier, skipped_lines=tail.skipped_lines + before.skipped_lines
+    )
 
 
 def read_newest(path: Path, local_node: str) -> TopSnapshot:

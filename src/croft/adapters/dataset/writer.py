@@ -26,6 +26,7 @@ import contextlib
 import errno
 import logging
 import os
+import stat
 from pathlib import Path
 
 import attrs
@@ -36,7 +37,7 @@ from croft.adapters.dataset.compressor import (
     compressed_matches,
 )
 from croft.adapters.dataset.disk import OS_DISK, Disk, fsync_directory, write_all
-from croft.adapters.dataset.files import first_row_ms
+from croft.adapters.dataset.files import first_row_ms, kind_of, shown
 from croft.domain.dataset.rotation import (
     FileFact,
     Limits,
@@ -90,7 +91,26 @@ def list_directory(directory: Path) -> list[FileFact]:
 
 
 def _open_live(path: Path) -> int:
-    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    """The live file, opened to append (made when missing). O_NONBLOCK: a FIFO put there meanwhile
+    fails at once (no reader) or is refused (fstat), instead of blocking the poll; a regular
+    file ignores the flag. Raises OSError (EINVAL for anything but a regular file)."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NONBLOCK, 0o644)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    return fd
+
+
+def _in_the_way(directory: Path) -> str | None:
+    """What stops `directory` from being made: the first of it and its parents that exists and is
+    not a directory (a symlink loop, a dangling symlink, a file), as a sentence; None when none."""
+    for path in (*reversed(directory.parents), directory):
+        kind = kind_of(path)
+        if kind == "missing":
+            return None
+        if kind != "directory":
+            return f"{shown(path)} {'is a file' if kind == 'file' else kind.partition(', not')[0]}"
+    return None
 
 
 class DatasetWriter:
@@ -196,23 +216,32 @@ class DatasetWriter:
     # --- start ---------------------------------------------------------------------------------
 
     def _open_at_start(self) -> int:
-        where = f"the dataset directory {self._dir}"
+        where = f"the dataset directory {shown(self._dir)}"
         fix = "choose another --dataset (DATASET_PATH) or make the directory writable"
         try:
             self._dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise UserError(f"cannot create {where}: {exc.strerror}; {fix}") from exc
-        if self._path.is_dir():
+            if (in_the_way := _in_the_way(self._dir)) is not None:
+                fix = "choose another --dataset (DATASET_PATH) or fix that path"
+            raise UserError(f"cannot create {where}: {in_the_way or exc.strerror}; {fix}") from exc
+        kind = kind_of(self._path)
+        if kind == "directory":
             raise UserError(
-                f"--dataset {self._path} is a directory; give the live file's path, like "
-                f"{self._path / 'croft-dataset.jsonl'}"
+                f"--dataset {shown(self._path)} is a directory; give the live file's path, like "
+                f"{shown(self._path / 'croft-dataset.jsonl')}"
+            )
+        if kind not in ("file", "missing", "is a dangling symlink"):
+            # Never written into, and never renamed into a segment at rotation (/dev/null!).
+            raise UserError(
+                f"--dataset {shown(self._path)} {kind.partition(', not')[0]}, not a regular file; give "
+                f"the live file's path, like {shown(self._dir / 'croft-dataset.jsonl')}"
             )
         if not os.access(self._dir, os.W_OK | os.X_OK):
             raise UserError(f"cannot write to {where}; {fix}")
         try:
             return _open_live(self._path)
         except OSError as exc:
-            raise UserError(f"cannot open {self._path} for writing: {exc.strerror}; {fix}") from exc
+            raise UserError(f"cannot open {shown(self._path)} for writing: {exc.strerror}; {fix}") from exc
 
     def _recover(self) -> None:
         segments = segments_on_disk(list_directory(self._dir), self._naming)

@@ -3,8 +3,9 @@ fixture tree in tests) and parsed by `croft.domain.collector.procparse`.
 
 Per pid and poll croft reads `stat` (every pid: it carries the start time that tells a reused pid)
 and, for the processes worth reading, `status`, `io` and `schedstat`. What does not change for a
-pid + start time is cached: exe, cwd, cmdline and cgroup membership are re-read every
-`refresh_every` polls (a process can be moved between cgroups or chdir); the mapped libraries are
+pid + start time is cached: cgroup membership, and for the processes worth reading exe, cwd and
+cmdline (never read for the others: see `_Static`), are re-read every `refresh_every` polls (a
+process can be moved between cgroups or chdir); the mapped libraries are
 re-read when the virtual size changed, at most every `maps_every` polls. A single-threaded process
 whose `stat` and `schedstat` are byte for byte what they were is known not to have run since the
 last poll (schedstat counts every time slice it got), so its previous sample is returned as it was,
@@ -96,12 +97,17 @@ def _readlink(path: str) -> str:
 
 @attrs.frozen
 class _Static:
+    """What does not change for a pid and start time. The names (exe, cwd, cmdline) are read only
+    for a process that is returned (None until then): reading another process's cmdline takes its
+    memory map's lock, which a process being forked or exec'd holds, so on a node busy forking
+    the poll would wait on every new process it does not even watch."""
+
     start_ticks: int
     read_at_poll: int
-    exe: str
-    cwd: str
-    cmdline: tuple[str, ...]
     cgroups: CgroupMembership
+    exe: str | None = None
+    cwd: str | None = None
+    cmdline: tuple[str, ...] | None = None
 
 
 @attrs.frozen
@@ -371,9 +377,6 @@ class ProcFS:
             static = _Static(
                 start_ticks=stat.start_ticks,
                 read_at_poll=self._poll,
-                exe=_readlink(base + "exe"),
-                cwd=_readlink(base + "cwd"),
-                cmdline=parse_cmdline(read_bytes(base + "cmdline")),
                 cgroups=self._membership(read_bytes(base + "cgroup")),
             )
             self._static[pid] = static
@@ -381,6 +384,12 @@ class ProcFS:
         if device_fds == 0 and not wanted(pid, static.cgroups):
             self._unchanged[pid] = (stat_bytes, stat, b"", None)
             return None
+        exe, cwd, cmdline = static.exe, static.cwd, static.cmdline
+        if exe is None or cwd is None or cmdline is None:
+            exe, cwd = _readlink(base + "exe"), _readlink(base + "cwd")
+            cmdline = parse_cmdline(read_bytes(base + "cmdline"))
+            static = attrs.evolve(static, exe=exe, cwd=cwd, cmdline=cmdline)
+            self._static[pid] = static
         try:
             schedstat_bytes = read_bytes(base + "schedstat")
             runqueue: int | None = parse_schedstat(schedstat_bytes)
@@ -395,8 +404,8 @@ class ProcFS:
                 and last[0] == stat_bytes
                 and last_schedstat == schedstat_bytes
                 and last_sample.cgroups is static.cgroups
-                and last_sample.exe is static.exe
-                and last_sample.cwd is static.cwd
+                and last_sample.exe is exe
+                and last_sample.cwd is cwd
                 and last_sample.gpu_device_fds == device_fds
             ):
                 return last_sample
@@ -410,9 +419,9 @@ class ProcFS:
         sample = ProcessSample(
             tgid=pid,
             comm=stat.comm,
-            exe=static.exe,
-            cwd=static.cwd,
-            cmdline=static.cmdline,
+            exe=exe,
+            cwd=cwd,
+            cmdline=cmdline,
             cgroups=static.cgroups,
             start_ticks=stat.start_ticks,
             cpu_ticks=stat.cpu_ticks,

@@ -31,6 +31,7 @@ import functools
 import re
 
 from croft.domain.collector.snapshot import CgroupMembership
+from croft.domain.os_text import written
 
 _RUNTIME_UNIT = re.compile(
     r"(?:docker|cri-containerd|crio|crio-conmon|libpod|libpod-conmon|libpod-payload)"
@@ -130,5 +131,6 @@ def row_cgroup(membership: CgroupMembership) -> str:
 
 
 def display_path(membership: CgroupMembership) -> str:
-    """The cgroup path written in rows (`row_cgroup`)."""
-    return row_cgroup(membership)
+    """The cgroup path written in rows and /metrics labels: `row_cgroup`, its bytes that are not
+    UTF-8 escaped (`croft.domain.os_text.written`); cgroupfs is read by `row_cgroup` itself."""
+    return written(row_cgroup(membership))

@@ -1,6 +1,8 @@
 """Pure parsers for the procfs and cgroupfs files croft reads. Each takes the file's bytes and
 returns plain values, or raises `Unparsable` for a torn or damaged file (the shell drops that
-process for the poll and counts it).
+process for the poll and counts it). Names (comm, arguments, cgroup paths, libraries) are OS
+strings: bytes that are not UTF-8 kept as lone surrogates (`croft.domain.os_text`), so that a
+cgroup path opens the cgroup it names by its real bytes; rows write them escaped.
 
 Formats: proc(5) and https://docs.kernel.org/admin-guide/cgroup-v2.rst,
 https://docs.kernel.org/accounting/psi.html, https://docs.kernel.org/scheduler/sched-stats.html.
@@ -36,7 +38,7 @@ def parse_stat(data: bytes) -> Stat:
     newline, or with fewer than the 44 fields every kernel since 2.6 writes, is torn."""
     if not data.endswith(b"\n"):
         raise Unparsable("stat line has no final newline (torn read)")
-    text = data.decode("utf-8", "replace")
+    text = data.decode("utf-8", "surrogateescape")
     open_at = text.find("(")
     close_at = text.rfind(")")
     if open_at < 0 or close_at < open_at:
@@ -98,7 +100,7 @@ def parse_schedstat(data: bytes) -> int:
 
 def parse_cmdline(data: bytes) -> tuple[str, ...]:
     """Arguments of /proc/<pid>/cmdline (NUL-separated; empty for kernel threads)."""
-    return tuple(arg.decode("utf-8", "replace") for arg in data.split(b"\0") if arg)
+    return tuple(arg.decode("utf-8", "surrogateescape") for arg in data.split(b"\0") if arg)
 
 
 def parse_cgroup_membership(data: bytes) -> CgroupMembership:
@@ -106,7 +108,9 @@ def parse_cgroup_membership(data: bytes) -> CgroupMembership:
     one (several controllers may share a line: `cpu,cpuacct`)."""
     unified: str | None = None
     controllers: list[tuple[str, str]] = []
-    for line in data.decode("utf-8", "replace").splitlines():
+    # Split on newlines only: a cgroup's name may hold any other byte (str.splitlines would also
+    # split on \x1c-\x1e, \x85 and U+2028).
+    for line in data.decode("utf-8", "surrogateescape").split("\n"):
         parts = line.split(":", 2)
         if len(parts) != 3:
             continue
@@ -130,7 +134,7 @@ def parse_maps_libraries(data: bytes) -> tuple[str, ...]:
             continue
         base = line[slash:].rsplit(b"/", 1)[-1].removesuffix(b" (deleted)")
         if base.endswith(b".so") or b".so." in base:
-            names.add(base.decode("utf-8", "replace"))
+            names.add(base.decode("utf-8", "surrogateescape"))
     return tuple(sorted(names))
 
 

@@ -45,6 +45,7 @@ from croft.domain.collector.snapshot import (
     ProcessSample,
 )
 from croft.domain.dataset import CgroupUsage, GpuUse, Ingress, Process, Row, ShortLived, SyscallRate, Usage
+from croft.domain.os_text import written
 
 _tgid = operator.attrgetter("tgid")
 
@@ -52,15 +53,20 @@ GroupKey = tuple[str, str]
 """(container id, "") for a container, ("", cgroup path) for a watched host cgroup."""
 
 
+def _written_node(node: str | None) -> str | None:
+    return None if node is None else written(node)
+
+
 @attrs.frozen
 class CollectorConfig:
     """`watch` are the cgroup path prefixes of `--watch` (see `croft.domain.collector.selection`);
-    `node` the node every row names (None: rows carry no node)."""
+    `node` the node every row names (None: rows carry no node), as written (a host name that is
+    not UTF-8 escaped, `croft.domain.os_text`)."""
 
     watch: tuple[str, ...]
     matcher: Matcher = attrs.field(eq=False)
     idle_every: int = IDLE_EVERY
-    node: str | None = None
+    node: str | None = attrs.field(default=None, converter=_written_node)
 
 
 @attrs.frozen
@@ -281,7 +287,7 @@ def _short_lived(
     current: Poll, out: list[Row], config: CollectorConfig, watched_memo: dict[CgroupMembership, bool]
 ) -> dict[GroupKey, _Pending]:
     """By container: the processes and syscall counts of this poll that no row of `out` carries."""
-    written = {row.tgid for row in out}
+    carried = {row.tgid for row in out}
     pending: dict[GroupKey, _Pending] = {}
 
     def fold(membership: CgroupMembership, counts: Mapping[str, int]) -> _Pending | None:
@@ -298,7 +304,7 @@ def _short_lived(
     samples = current.processes if now is None else [now[tgid] for tgid in syscalls if tgid in now]
     for sample in samples:
         counts = syscalls.get(sample.tgid)
-        if counts and sample.tgid not in written:
+        if counts and sample.tgid not in carried:
             folded = fold(sample.cgroups, counts)
             if folded is not None:
                 folded.tgids.add(sample.tgid)
@@ -494,11 +500,11 @@ def _row(
         unix_ms=current.at.unix_ms,
         tgid=tgid,
         process=Process(
-            comm=sample.comm,
-            exe=sample.exe,
+            comm=written(sample.comm),
+            exe=written(sample.exe),
             cgroup=cgroup_path,
             container_id=container_id,
-            cwd=sample.cwd,
+            cwd=written(sample.cwd),
             framework=framework,
         ),
         workload=reading.workload,

@@ -6,8 +6,9 @@ A trace file is zstd-compressed JSON lines. Its first line is the header
 left out by recorders before it, and when unknown);
 every other line is one `Poll` as `poll_to_json` writes it: the attrs fields of
 `croft.domain.collector.snapshot.Poll` by name (tuples as lists, tgid-keyed maps as objects with decimal
-string keys, `GpuIoctls` as objects). Unknown versions are refused; a line that does not decode is a
-`TraceError` naming it.
+string keys, `GpuIoctls` as objects). Names the kernel gave as bytes that are not UTF-8 (a comm, a
+path) are recorded as rows write them (`croft.domain.os_text`: `\\xNN`), so a replay writes the
+same rows. Unknown versions are refused; a line that does not decode is a `TraceError` naming it.
 """
 
 from __future__ import annotations
@@ -19,15 +20,16 @@ import msgspec
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from croft.domain.collector.snapshot import Poll
+from croft.domain.os_text import written
 
 TRACE_VERSION = 1
 
 
 def header(watch: str, node: str | None = None) -> bytes:
     """The first line of a trace recorded with `--watch watch` on `node`."""
-    fields: dict[str, object] = {"croft_trace": TRACE_VERSION, "watch": watch}
+    fields: dict[str, object] = {"croft_trace": TRACE_VERSION, "watch": written(watch)}
     if node is not None:
-        fields["node"] = node
+        fields["node"] = written(node)
     return msgspec.json.encode(fields) + b"\n"
 
 
@@ -36,6 +38,7 @@ class TraceError(ValueError):
 
 
 _converter = cattrs.Converter(forbid_extra_keys=True)
+_converter.register_unstructure_hook(str, written)  # JSON holds valid Unicode only
 # `Poll.changes` is the shell's hint for the core's work, not something the kernel said: a trace
 # keeps what was read, and a replay's core finds the changes itself.
 _converter.register_unstructure_hook(

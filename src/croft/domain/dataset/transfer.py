@@ -188,15 +188,19 @@ def _live(name: str, size: int, mtime_ms: int, here: Mapping[str, LocalFile]) ->
 
 
 def segment_candidates(first_row_ms: int, names: Iterable[str], naming: Naming) -> tuple[str, ...]:
-    """The local segments that can hold a replaced live copy whose first row is at `first_row_ms`:
-    the collector names the segment it rotates a live file into by that row's second."""
+    """The local segments that can hold a replaced live copy whose first row is at `first_row_ms`,
+    in the order to look in them (the caller matches by content, never by name): the segments
+    named by that row's second first (the collector names the segment it rotates a live file into
+    so), then every other one, newest first (after a wall clock stepped back, the collector names
+    it after the newest name it has, `<that name>_001`)."""
     second = first_row_ms // 1000 * 1000
-    found = []
-    for name in sorted(names):
+    segments = []
+    for name in names:
         parsed = naming.parse(name)
-        if parsed is not None and parsed[1] in ("plain", "compressed") and parsed[0].start_ms == second:
-            found.append(name)
-    return tuple(found)
+        if parsed is not None and parsed[1] in ("plain", "compressed"):
+            segment = parsed[0]
+            segments.append((segment.start_ms != second, -segment.start_ms, -segment.clash, name))
+    return tuple(name for *_, name in sorted(segments))
 
 
 def saved_name(naming: Naming, first_row_ms: int, taken: Iterable[str]) -> str:
