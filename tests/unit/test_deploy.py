@@ -17,7 +17,15 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from croft.domain.deploy.manifests import CAPABILITIES, DeployOptions, docker_run_argv, manifests
+from croft.domain.collector.procparse import parse_cgroup_membership
+from croft.domain.collector.selection import parse_watch, watched
+from croft.domain.deploy.manifests import (
+    CAPABILITIES,
+    DOCKER_WATCH,
+    DeployOptions,
+    docker_run_argv,
+    manifests,
+)
 from tests.helpers.cli import CROFT, croft
 from tests.helpers.golden import assert_same_bytes
 
@@ -30,11 +38,11 @@ images = st.from_regex(r"[a-z0-9][a-z0-9./:@_-]{0,40}", fullmatch=True)
 @pytest.mark.parametrize(
     ("args", "options"),
     [
-        ((), DeployOptions()),
+        ((), DeployOptions(watch=DOCKER_WATCH)),
         (("--image", "reg.example:5000/croft:1.2", "--watch", "kubepods,system.slice/docker; rm -rf '/'"),
          DeployOptions(image="reg.example:5000/croft:1.2", watch="kubepods,system.slice/docker; rm -rf '/'")),
-        (("--kernel-before-5-8",), DeployOptions(kernel_before_5_8=True)),
-        (("--kernel-5-11-or-later",), DeployOptions(kernel_5_11_or_later=True)),
+        (("--kernel-before-5-8",), DeployOptions(watch=DOCKER_WATCH, kernel_before_5_8=True)),
+        (("--kernel-5-11-or-later",), DeployOptions(watch=DOCKER_WATCH, kernel_5_11_or_later=True)),
     ],
 )  # fmt: skip
 def test_docker_dry_run_prints_a_command_that_parses_back_to_the_argv(
@@ -44,6 +52,25 @@ def test_docker_dry_run_prints_a_command_that_parses_back_to_the_argv(
     assert out.returncode == 0, out.stderr
     assert out.stdout.count("\n") == 1
     assert tuple(shlex.split(out.stdout)) == docker_run_argv(options)
+
+
+def test_docker_by_default_watches_the_containers_of_either_cgroup_driver_and_not_the_daemon() -> None:
+    """Without --watch a collector on a host with no GPU writes nothing: croft deploy docker's
+    default watches Docker's containers, whose cgroups are these captured layouts."""
+    out = croft("deploy", "docker", "--dry-run")
+    assert out.returncode == 0, out.stderr
+    (given,) = [a for a in shlex.split(out.stdout) if a.startswith("--watch=")]
+    prefixes = parse_watch(given.removeprefix("--watch="))
+    layouts = REPO / "fixtures" / "cgroup-layouts"
+    for name, is_container in (
+        ("docker-cgroupfs-v1.txt", True),
+        ("docker-systemd-v1.txt", True),
+        ("docker-systemd-v2.txt", True),
+        ("host-docker-daemon-v2.txt", False),
+        ("host-user-session-v2.txt", False),
+    ):
+        membership = parse_cgroup_membership((layouts / name).read_bytes())
+        assert watched(membership, prefixes) == is_container, name
 
 
 @given(image=images, watch=values)

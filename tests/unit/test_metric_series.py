@@ -14,7 +14,7 @@ from croft.domain.collector.snapshot import CgroupMembership, Poll
 from croft.domain.dataset.row import Row
 from croft.domain.metrics import names as names
 from croft.domain.metrics.exposition import Sample
-from croft.domain.metrics.series import MetricsMemory, series, top_syscalls
+from croft.domain.metrics.series import HEALTH_NAMES, MetricsMemory, series, top_syscalls
 from tests.helpers.rows import cgroup_usage, member_row
 from tests.helpers.snapshots import HEALTH, HOST, WATCHED, poll, proc
 
@@ -43,7 +43,7 @@ def test_a_container_sums_its_processes_syscalls_and_labels_each_series() -> Non
     )
     assert value(samples, names.CONTAINER_SYSCALL_RATE, container_id=cid, syscall="sendto") == 120.5
     assert value(samples, names.CONTAINER_SYSCALL_RATE, container_id=cid, syscall="read") == 5.0
-    for sample in samples[:-7]:
+    for sample in samples[: -len(HEALTH_NAMES)]:
         assert sample.label(names.LABEL_CONTAINER_ID) == cid
         assert sample.label(names.LABEL_CGROUP) == WATCHED.unified
     assert value(samples, names.CONTAINER_CPU_CORES, container_id=cid) == 1.5
@@ -176,6 +176,6 @@ def test_series_never_repeat_a_label_set_and_stay_bounded(memberships: list, wid
         names.CONTAINER_PRESSURE_RATIO,
         names.CONTAINER_INFO,
     }
-    assert len([s for s in samples if s.name not in counters]) == groups * per_group + 7
+    assert len([s for s in samples if s.name not in counters]) == groups * per_group + len(HEALTH_NAMES)
     # counters: every syscall by name (never `other`), CPU, at most 2 CFS, 4 byte counters, 3 PSI, info
     assert len([s for s in samples if s.name in counters]) <= groups * (width + 1 + 2 + 4 + 3 + 1)

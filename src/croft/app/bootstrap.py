@@ -128,8 +128,9 @@ def collector_config(settings: Settings) -> CollectorConfig:
 
 
 def build_sink(settings: Settings) -> DatasetWriter:
-    """The row sink: the rotating dataset writer (a `UserError` when the directory is unwritable)."""
-    return DatasetWriter(settings.dataset, settings.limits)
+    """The row sink: the rotating dataset writer (a `UserError` when the directory is unwritable or
+    another collector writes it)."""
+    return DatasetWriter(settings.dataset, settings.limits, about=(("watch", settings.watch),))
 
 
 def build_pipeline(
@@ -161,7 +162,14 @@ def build_http_server(address: str, dataset: Path | None = None) -> tuple[HttpSe
     metrics = SnapshotCollector(lambda: clock.now().monotonic_ns)
     page = metrics_page(metrics, __version__)
     server.route("/metrics", lambda _: Response(200, CONTENT_TYPE, exposition_body(page)))
-    server.route("/healthz", healthz(lambda: metrics.last_publish_ns, lambda: clock.now().monotonic_ns))
+    server.route(
+        "/healthz",
+        healthz(
+            lambda: metrics.last_publish_ns,
+            lambda: clock.now().monotonic_ns,
+            lambda: metrics.live_file_lost_ns,
+        ),
+    )
     links = [("/metrics", "Prometheus metrics"), ("/healthz", "200 while polls are current, 503 when stale")]
     if dataset is not None:
         links.append(("/dataset", "the read-only dataset endpoint (croft collect)"))

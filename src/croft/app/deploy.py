@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from cyclopts import App, Parameter
 
 from croft.app.options import check_number
+from croft.domain.deploy.manifests import DOCKER_WATCH
 from croft.errors import UserError
 
 if TYPE_CHECKING:
@@ -67,7 +68,13 @@ def _note(text: str | None) -> None:
 def docker(
     *,
     image: ImageOpt = None,
-    watch: Annotated[str, Parameter(help="comma-separated cgroup path prefixes to watch")] = "",
+    watch: Annotated[
+        str,
+        Parameter(
+            help="comma-separated cgroup path prefixes to watch; the default is Docker's containers "
+            "under either cgroup driver"
+        ),
+    ] = DOCKER_WATCH,
     dry_run: Annotated[bool, Parameter(negative=(), help="print the docker run command instead")] = False,
     kernel_before_5_8: OldKernel = False,
     kernel_5_11_or_later: NewKernel = False,

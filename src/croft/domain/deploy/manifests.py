@@ -36,6 +36,10 @@ import attrs
 from croft.domain.deploy.labels import APP_LABEL, METRICS_PORT, SELECTOR
 
 DATASET_DIR = "/var/lib/croft"
+DOCKER_WATCH = "docker/,system.slice/docker-"
+"""`croft deploy docker`'s default --watch: Docker's containers under either cgroup driver
+(cgroupfs: `/docker/<id>`; systemd: `/system.slice/docker-<id>.scope`), and not the daemon itself
+(`/system.slice/docker.service`): without it a host with no GPU would record nothing."""
 LIVE_NAME = "croft-dataset.jsonl"
 CAPABILITIES = ("BPF", "PERFMON", "SYS_RESOURCE", "SYS_PTRACE", "DAC_READ_SEARCH")
 CAPABILITIES_5_11 = tuple(c for c in CAPABILITIES if c != "SYS_RESOURCE")

@@ -59,6 +59,7 @@ class Health:
     rows_dropped_total: int
     compression_backlog_segments: int
     compression_failures_total: int
+    live_files_lost_total: int = 0
 
 
 @attrs.frozen
@@ -270,6 +271,7 @@ def _samples(
                 map_drops_total,
                 health.compression_backlog_segments,
                 health.compression_failures_total,
+                health.live_files_lost_total,
             ),
             strict=True,
         )
@@ -318,6 +320,7 @@ HEALTH_NAMES = (
     names.MAP_DROPS_TOTAL,
     names.COMPRESSION_BACKLOG_SEGMENTS,
     names.COMPRESSION_FAILURES_TOTAL,
+    names.LIVE_FILES_LOST_TOTAL,
 )
 
 
