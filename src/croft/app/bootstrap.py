@@ -33,7 +33,7 @@ from croft.domain.collector.frameworks import Catalog, CatalogError, Matcher, pa
 from croft.domain.collector.kernel import GpuHolderSource
 from croft.domain.collector.rows import CollectorConfig
 from croft.domain.collector.selection import parse_watch
-from croft.domain.collector.silence import unmatched_watch
+from croft.domain.collector.silence import absent_figures, unmatched_watch
 from croft.domain.collector.snapshot import Poll
 from croft.domain.collector.trace import TraceError
 from croft.domain.dataset.rotation import Limits
@@ -216,8 +216,8 @@ def build_live(
     mount = cgroupfs.unified or next(iter(cgroupfs.v1.values()), None)
     if watch and mount is not None and not watched_roots(mount, watch):
         log.warning("%s", unmatched_watch(watch, mount))
-    if cgroupfs.layout == "none":
-        log.warning("no cgroups under %s: cgroup_usage will be zeros", settings.cgroup_root)
+    if absent := absent_figures(cgroupfs.layout, *cgroupfs.offered(), root=str(settings.cgroup_root)):
+        log.warning("%s", absent)
     kernel = _kernel_source(settings.verbose)
     source = LiveSource(
         procfs,

@@ -16,14 +16,16 @@ from typing import Any
 
 import attrs
 
+from croft.domain.dataset.poll_groups import max_present
 from croft.domain.dataset.skips import SkipTally
 from croft.domain.dataset.workloads import GPU_WORKLOADS
 
 MIN_PREFIX = 4
 METRICS = ("cpu_cores", "memory_bytes", "cpu_throttled_fraction", "cpu_pressure_avg10")
 
-# Per poll: cpu_cores, memory_bytes, cpu_throttled_fraction, cpu_pressure_avg10, holds a GPU (0/1).
-PollFigures = tuple[float, float, float, float, float]
+# Per poll: cpu_cores, memory_bytes, cpu_throttled_fraction, cpu_pressure_avg10 (each None where
+# the rows did not measure it: the cgroup does not offer it), holds a GPU (0/1).
+PollFigures = tuple[float | None, float | None, float | None, float | None, float]
 
 
 def prefix_error(prefix: str) -> str | None:
@@ -93,7 +95,13 @@ class ContainerTrack:
 
 
 def _pairwise_max(a: PollFigures, b: PollFigures) -> PollFigures:
-    return (max(a[0], b[0]), max(a[1], b[1]), max(a[2], b[2]), max(a[3], b[3]), max(a[4], b[4]))
+    return (
+        max_present(a[0], b[0]),
+        max_present(a[1], b[1]),
+        max_present(a[2], b[2]),
+        max_present(a[3], b[3]),
+        max(a[4], b[4]),
+    )
 
 
 @attrs.frozen
@@ -158,7 +166,7 @@ class ProfileAccumulator:
         node = view.node or node
         cg = view.cgroup_usage
         gpu = 1.0 if view.workload in GPU_WORKLOADS else 0.0
-        cpu, memory = cg.cpu_cores, float(cg.memory_bytes)
+        cpu, memory = cg.cpu_cores, None if cg.memory_bytes is None else float(cg.memory_bytes)
         if self.subject.kind == "pid":
             cpu, memory = view.usage.cpu_cores, float(view.usage.rss_bytes)
         track.add_poll((node, unix_ms), (cpu, memory, cg.cpu_throttled_fraction, cg.cpu_pressure_avg10, gpu))
@@ -216,11 +224,13 @@ class Profile:
     polls: int
     processes: int
     gpu_poll_share: float
-    spreads: tuple[Spread, Spread, Spread, Spread]  # in the order of METRICS
+    spreads: tuple[Spread | None, Spread | None, Spread | None, Spread | None]  # METRICS' order
     extra: tuple[tuple[str, Any], ...] = ()  # keys after the spec's: "cgroup" or "pid"
 
     def to_json(self) -> dict[str, Any]:
-        """The `croft profile` object: the keys users' scripts read, in order (tests/helpers/spec_keys.py)."""
+        """The `croft profile` object: the keys users' scripts read, in order (tests/helpers/spec_keys.py).
+        A figure no poll of the window measured (its cgroup does not offer it) is null, and named
+        in `not_measured`; one measured in some polls only is spread over those."""
         out: dict[str, Any] = {
             "container_id": self.container_id,
             "from_ms": self.from_ms,
@@ -230,9 +240,12 @@ class Profile:
             "processes": self.processes,
             "gpu_poll_share": self.gpu_poll_share,
         }
-        for name, spread in zip(METRICS, self.spreads, strict=True):
-            out[name] = {"mean": spread.mean, "p95": spread.p95, "max": spread.max}
-        out["memory_bytes"]["max"] = int(self.spreads[1].max)
+        named = list(zip(METRICS, self.spreads, strict=True))
+        for name, spread in named:
+            out[name] = None if spread is None else attrs.asdict(spread)
+        if self.spreads[1] is not None:
+            out["memory_bytes"]["max"] = int(self.spreads[1].max)
+        out["not_measured"] = [name for name, spread in named if spread is None]
         out.update(self.extra)
         return out
 
@@ -268,6 +281,12 @@ def profile_of(
         nodes=tuple(sorted({node for node, _ in keys})),
         polls=len(keys),
         processes=len(track.processes),
-        gpu_poll_share=sum(columns[4]) / len(keys),
-        spreads=(Spread.of(columns[0]), Spread.of(columns[1]), Spread.of(columns[2]), Spread.of(columns[3])),
+        gpu_poll_share=sum(v or 0.0 for v in columns[4]) / len(keys),
+        spreads=(_spread(columns[0]), _spread(columns[1]), _spread(columns[2]), _spread(columns[3])),
     )
+
+
+def _spread(values: Sequence[float | None]) -> Spread | None:
+    """The spread of the measured ones of `values`; None when none was measured."""
+    measured = [value for value in values if value is not None]
+    return Spread.of(measured) if measured else None
