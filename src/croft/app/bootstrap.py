@@ -41,6 +41,7 @@ from croft.errors import UserError
 
 if TYPE_CHECKING:
     from croft.adapters.host.bcc_source import BccKernelSource
+    from croft.adapters.kube.access import KubeAccess
 
 log = logging.getLogger("croft.run")
 
@@ -148,12 +149,18 @@ def build_pipeline(
     return Pipeline(config, sink, recorder, observer)
 
 
-def build_http_server(address: str, dataset: Path | None = None) -> tuple[HttpServer, SnapshotCollector]:
+def build_http_server(
+    address: str, dataset: Path | None = None, auth: str = "none"
+) -> tuple[HttpServer, SnapshotCollector]:
     """The collector's HTTP server on `--metrics-addr`, listening (a `UserError` when it cannot)
     and serving its routes: /metrics from the returned collector, which the poll loop publishes to;
     /healthz (200 while polls are current, 503 before the first and once stale); a landing page at /;
-    with `dataset` (the live file), the read-only dataset endpoint /dataset of its directory."""
+    with `dataset` (the live file), the read-only dataset endpoint /dataset of its directory. With
+    `auth` "kubernetes", /metrics and /dataset answer only readers the API server allows
+    (`croft.adapters.kube.access`)."""
     server = HttpServer.bind(address)
+    if auth == "kubernetes":
+        server.guard(_kube_access().guard)
     if dataset is not None:
         from croft.adapters.dataset.endpoint import DatasetEndpoint
 
@@ -176,6 +183,21 @@ def build_http_server(address: str, dataset: Path | None = None) -> tuple[HttpSe
     server.route("/", landing_page(__version__, tuple(links)))
     server.start()
     return server, metrics
+
+
+def _kube_access() -> KubeAccess:
+    """The TokenReview/SubjectAccessReview guard, with the in-cluster account (or $KUBECONFIG,
+    ~/.kube/config); a `UserError` when there is none."""
+    from croft.adapters.kube.access import KubeAccess, Reviews
+    from croft.adapters.kube.cluster import Kube, load_configuration
+
+    clock = SystemClock()
+    kube = Kube(load_configuration(None))
+    log.info(
+        "--auth kubernetes: /metrics and /dataset answer readers the API server %s allows",
+        kube.configuration.host,
+    )
+    return KubeAccess(Reviews(kube.call), lambda: clock.now().monotonic_ns)
 
 
 def _kernel_source(verbose: bool) -> BccKernelSource:
