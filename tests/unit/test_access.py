@@ -5,6 +5,7 @@ one), served by the real HTTP server."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -14,6 +15,7 @@ from croft.adapters.http.server import HttpServer, Response
 from croft.adapters.kube.access import ALLOWED_TTL_NS, DENIED_TTL_NS, KubeAccess
 from croft.adapters.kube.port import Unreachable
 from croft.domain.access import FORWARDED_HEADER, Reader, bearer_token, protected_route
+from tests.helpers.cli import croft
 
 S = 1_000_000_000
 
@@ -177,3 +179,19 @@ def test_a_guard_refusal_never_reaches_the_handler() -> None:
     finally:
         server.close()
     assert called == ["/metrics"]
+
+
+def test_metrics_alone_can_be_served_and_a_bad_auth_is_one_sentence(tmp_path: Path) -> None:
+    """--no-serve-dataset: an operator may expose /metrics and not /dataset."""
+    from croft.app.bootstrap import build_http_server
+
+    server, _ = build_http_server("127.0.0.1:0", None)
+    try:
+        host, port = server.address
+        assert httpx.get(f"http://{host}:{port}/dataset/", timeout=5).status_code == 404
+        assert httpx.get(f"http://{host}:{port}/metrics", timeout=5).status_code == 200
+    finally:
+        server.close()
+    out = croft("run", "--replay", str(tmp_path), "--auth", "basic")
+    assert out.returncode == 1
+    assert out.stderr == "croft: --auth 'basic' is not one of none, kubernetes; give none or kubernetes\n"

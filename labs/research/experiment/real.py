@@ -50,7 +50,7 @@ REPO = HERE.parents[2]
 SCRIPT = REPO / "scripts" / "kube-node.sh"
 COLLECTOR_IMAGE = "localhost/croft-collector:real"
 WEBAPP_IMAGE = "localhost/croft-webapp:real"
-DATASET_DIR = Path("/var/lib/croft")
+DATASET_DIR = Path("/var/lib/croft-node")  # the node's collector dataset (kube-node.sh removes it at down)
 CPU_MS = 25.0
 POD_CPU = "250m"
 POD_CORES = 0.25
@@ -194,7 +194,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         k = kube.Kubectl(kubectl, kubeconfig)
         subprocess.run(
             [croft, "deploy", "kubernetes", "--image", COLLECTOR_IMAGE, "--kernel-5-11-or-later",
-             "--kubeconfig", kubeconfig, "--timeout", "300"],
+             "--dataset-dir", str(DATASET_DIR), "--kubeconfig", kubeconfig, "--timeout", "300"],
             check=True, timeout=400,
         )  # fmt: skip
         app = node_app(out / "app", args.namespace)
