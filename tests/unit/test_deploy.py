@@ -182,7 +182,7 @@ def test_the_daemonset_runs_as_the_issue_asks() -> None:
     assert security["privileged"] is False and security["capabilities"]["drop"] == ["ALL"]
     assert security["capabilities"]["add"] == list(CAPABILITIES)
     assert {"operator": "Exists"} in pod["tolerations"]  # GPU nodes' nvidia.com/gpu taints too
-    assert container["livenessProbe"]["httpGet"]["path"] == "/metrics"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/"  # open: /metrics wants a reader's token
     assert set(container["resources"]) == {"requests", "limits"}
     mounts = {m["mountPath"]: m["readOnly"] for m in container["volumeMounts"] if "readOnly" in m}
     assert [path for path, ro in mounts.items() if not ro] == ["/var/lib/croft"]

@@ -172,7 +172,8 @@ def _container(options: DeployOptions) -> dict[str, Any]:
             "failureThreshold": 3,
         },
         "livenessProbe": {
-            "httpGet": {"path": "/metrics", "port": "http"},
+            # "/" answers while the server runs, without a token (/metrics needs one: --auth kubernetes)
+            "httpGet": {"path": "/", "port": "http"},
             "initialDelaySeconds": 60,  # BCC compiles the programs first
             "periodSeconds": 20,
             "timeoutSeconds": 5,
