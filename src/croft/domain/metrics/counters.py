@@ -88,14 +88,14 @@ def advance(
         for call in calls:
             syscalls[call.name] = syscalls.get(call.name, 0.0) + call.rate_per_sec * interval_s
     own_cores = (
-        min(rows, key=lambda r: (len(r.process.cgroup), r.process.cgroup)).cgroup_usage.cpu_cores
+        (min(rows, key=lambda r: (len(r.process.cgroup), r.process.cgroup)).cgroup_usage.cpu_cores,)
         if rows
-        else 0.0
+        else ()  # a quiet group: nothing added
     )
     if sample is not None and sample.cpu_usage_ns is not None:
         cpu_seconds: float | None = sample.cpu_usage_ns / 1e9
     else:
-        cpu_seconds = _add(before.cpu_seconds, (own_cores,), interval_s)
+        cpu_seconds = _add(before.cpu_seconds, own_cores, interval_s)
     return GroupCounters(
         syscalls=syscalls,
         cpu_seconds=cpu_seconds,
