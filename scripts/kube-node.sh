@@ -374,7 +374,9 @@ KC
 
 tunables="vm/overcommit_memory kernel/panic kernel/panic_on_oops"  # the kubelet's container manager sets them
 netsysctls="net/ipv4/ip_forward net/ipv4/conf/all/route_localnet net/bridge/bridge-nf-call-iptables"
-hostdirs="/var/log/pods /var/log/containers /var/lib/cni /run/containerd /run/netns /etc/cni /var/lib/croft /var/lib/kubelet"
+# /var/lib/croft-node: the collector's dataset on this node (the node tests and real.py give it to
+# croft deploy kubernetes --dataset-dir), never the host's own /var/lib/croft
+hostdirs="/var/log/pods /var/log/containers /var/lib/cni /run/containerd /run/netns /etc/cni /var/lib/croft-node /var/lib/kubelet"
 save_host() {
     [ -f "$run/host.saved" ] && return 0
     local d k

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from croft.adapters.dataset.lock import LOCK_NAME
 from croft.adapters.dataset.writer import DatasetWriter
 from croft.domain.dataset.rotation import Limits, Naming
 from tests.helpers.cli import CROFT
@@ -35,7 +36,7 @@ def _completed(stdout: str, default: int) -> int:
 def _leftovers(directory: Path) -> int:
     """Files a crash can leave for the next start to finish: temporaries, and plain segments
     whose compressed copy already exists."""
-    names = {p.name for p in directory.iterdir()}
+    names = {p.name for p in directory.iterdir()} - {LOCK_NAME}
     temporaries = sum(name.startswith(".") for name in names)
     return temporaries + sum(f"{name}.zst" in names for name in names)
 
@@ -80,7 +81,7 @@ def test_kill_9_of_a_writing_process_loses_and_duplicates_nothing(tmp_path: Path
     )
     rows = read_rows(tmp_path)
     assert [row.tgid for row in rows] == list(range(_completed(final.stdout, -1))), f"seed {seed}"
-    assert not any(p.name.startswith(".") for p in tmp_path.iterdir())
+    assert not any(p.name.startswith(".") and p.name != LOCK_NAME for p in tmp_path.iterdir())
     print(f"seed {seed}: {len(rows)} rows, {len(dataset_files(tmp_path))} files, {crash_leftovers} leftovers")
 
 
@@ -147,7 +148,7 @@ def test_kill_9_of_croft_run_replay_never_mixes_or_duplicates_runs(trace: Path, 
     for path in files[:-1]:
         lines = file_lines(path)
         assert lines == golden[: len(lines)], f"seed {seed}: {path.name} is not a prefix of one replay"
-    assert not any(p.name.startswith(".") for p in out.iterdir())
+    assert not any(p.name.startswith(".") and p.name != LOCK_NAME for p in out.iterdir())
 
 
 # --- a full disk -------------------------------------------------------------------------------
@@ -201,7 +202,7 @@ def test_a_full_disk_drops_rows_keeps_running_and_recovers(tmp_path: Path) -> No
             time.sleep(0.05)
         writer.close()
         assert [row.tgid for row in read_rows(disk)] == expected
-        assert not any(p.name.startswith(".") for p in disk.iterdir())
+        assert not any(p.name.startswith(".") and p.name != LOCK_NAME for p in disk.iterdir())
         assert writer.counters().compression_backlog == 0
 
 

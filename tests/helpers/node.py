@@ -22,7 +22,11 @@ SCRIPT = REPO / "scripts" / "kube-node.sh"
 COLLECTOR_IMAGE = "localhost/croft-collector:test"
 WEBAPP_IMAGE = "localhost/croft-webapp:test"
 KUBECTL_IMAGE = "localhost/croft-kubectl:test"
-DATASET_DIR = Path("/var/lib/croft")
+# The collector's dataset on the node: a directory of the tests' own (croft deploy kubernetes
+# --dataset-dir), never the host's default /var/lib/croft, which a `make run` on this host writes:
+# two collectors on one directory is what croft run's lock refuses. kube-node.sh's `down` removes
+# it when `up` made it.
+DATASET_DIR = Path("/var/lib/croft-node")
 
 
 @attrs.define
@@ -92,6 +96,16 @@ class Node:
     def logs(self, namespace: str, pod: str, container: str | None = None) -> str:
         extra = ["-c", container] if container else []
         return self.kubectl("-n", namespace, "logs", pod, *extra, check=False)
+
+
+def reader_token(node: Node, account: str = "croft-metrics-reader", namespace: str = "croft") -> str:
+    """A 10-minute token of the collectors' reader ServiceAccount `account` (TokenRequest, as the
+    admin), for reading a collector deployed with --auth kubernetes directly."""
+    from croft.domain.access import token_request
+
+    path = f"/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token"
+    answer = node.plane.call("POST", path, token_request())
+    return str(answer["status"]["token"])
 
 
 def pod_ready(pod: dict[str, Any]) -> bool:

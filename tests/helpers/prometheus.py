@@ -34,14 +34,17 @@ def wait_for(what: str, check: Callable[[], Any], timeout_s: float = 60.0) -> An
 
 
 @contextmanager
-def prometheus(targets: Mapping[str, str], directory: Path) -> Iterator[str]:
+def prometheus(targets: Mapping[str, str], directory: Path, bearer_file: Path | None = None) -> Iterator[str]:
     """A real Prometheus scraping every second each `job: host:port` of `targets` (at /metrics),
-    storing into `directory`; yields its base URL once ready. Skips when there is no binary."""
+    storing into `directory`; yields its base URL once ready. With `bearer_file`, every scrape
+    carries that file's token (`authorization: credentials_file`, as Prometheus in a cluster sends
+    its ServiceAccount's). Skips when there is no binary."""
     binary = shutil.which("prometheus")
     if binary is None:
         pytest.skip("no prometheus binary: `make test` installs the Debian package as root")
+    auth = f"    authorization:\n      credentials_file: {bearer_file}\n" if bearer_file is not None else ""
     jobs = "".join(
-        f"  - job_name: {job}\n    static_configs:\n      - targets: ['{target}']\n"
+        f"  - job_name: {job}\n{auth}    static_configs:\n      - targets: ['{target}']\n"
         for job, target in targets.items()
     )
     (directory / "prometheus.yml").write_text(

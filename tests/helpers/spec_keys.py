@@ -29,4 +29,5 @@ PROFILE_KEYS = [
     "memory_bytes",
     "cpu_throttled_fraction",
     "cpu_pressure_avg10",
+    "not_measured",  # added after the spec's keys: the figures above that are null (never measured)
 ]

@@ -42,21 +42,21 @@ usages = st.builds(
     threads=st.integers(min_value=1, max_value=100_000),
     ctx_voluntary_s=rates,
     ctx_involuntary_s=rates,
-    read_bytes_s=rates,
-    write_bytes_s=rates,
-    network_rx_bytes_s=rates,
-    network_tx_bytes_s=rates,
-    runqueue_s=rates,
+    read_bytes_s=st.none() | rates,  # None: croft could not read it (left out of the line)
+    write_bytes_s=st.none() | rates,
+    network_rx_bytes_s=st.none() | rates,
+    network_tx_bytes_s=st.none() | rates,
+    runqueue_s=st.none() | rates,
 )
 cgroup_usages = st.builds(
     CgroupUsage,
-    cpu_cores=rates,
-    cpu_throttled_fraction=fractions,
-    memory_bytes=counts,
-    oom_kills=counts,
-    cpu_pressure_avg10=percent,
-    memory_pressure_avg10=percent,
-    io_pressure_avg10=percent,
+    cpu_cores=st.none() | rates,  # None: the row's cgroup does not offer it (left out of the line)
+    cpu_throttled_fraction=st.none() | fractions,
+    memory_bytes=st.none() | counts,
+    oom_kills=st.none() | counts,
+    cpu_pressure_avg10=st.none() | percent,
+    memory_pressure_avg10=st.none() | percent,
+    io_pressure_avg10=st.none() | percent,
 )
 ingresses = st.builds(
     Ingress,

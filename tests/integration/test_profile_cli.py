@@ -45,9 +45,10 @@ def test_a_prefix_profiles_the_container_with_the_keys_of_the_issue() -> None:
     assert list(got) == KEYS
     assert got["container_id"] == cid and got["nodes"] == ["gpu-a"]
     assert 0 <= got["gpu_poll_share"] <= 1
-    for key in KEYS[7:]:
+    for key in KEYS[7:-1]:
         spread = got[key]
         assert list(spread) == ["mean", "p95", "max"] and spread["p95"] <= spread["max"]
+    assert got["not_measured"] == []
 
 
 def test_a_window_limits_the_polls_and_is_echoed() -> None:

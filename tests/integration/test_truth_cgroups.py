@@ -13,11 +13,17 @@ throttling from its cpu.stat, memory from its memory.usage_in_bytes. The test sa
 files every 0.2 s while `croft run` polls, interpolates counters at the first and last row's
 instant and compares each row's means with its own cgroup's over the same interval: CPU and memory
 within 5 %, the throttled fraction within 0.05.
+
+What a row's cgroup does not offer is left out, never written 0 (the null test): A's rows carry
+no memory, OOM kills or throttling, B's no PSI; /metrics serves no such series for their groups,
+`croft profile` reports A's memory as not measured, and the collector says once at start which
+figures the hybrid layout cannot give.
 """
 
 from __future__ import annotations
 
 import bisect
+import json
 import os
 import signal
 import socket
@@ -26,10 +32,15 @@ import subprocess
 import time
 from pathlib import Path
 
+import httpx
 import msgspec
 import pytest
 from tests.helpers.cli import CROFT
+from tests.helpers.net import free_port
 from tests.helpers.workload import ALLOC, BURN, SplitCgroups
+
+from croft.domain.metrics import names
+from croft.domain.metrics.exposition import parse_exposition
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 WINDOW_S = 20.0
@@ -52,6 +63,7 @@ def test_cgroup_cpu_is_the_named_cgroups_own_on_both_hierarchies(tmp_path: Path)
         pytest.skip("needs root on a hybrid host (v1 cpu, cpuacct, memory and v2 at /sys/fs/cgroup/unified)")
     v2_name, v1_name = f"croft-split-{os.getpid()}", f"croft-split-v1-{os.getpid()}"
     dataset = tmp_path / "croft-dataset.jsonl"
+    metrics = f"127.0.0.1:{free_port()}"
     with SplitCgroups(v2_name, v1_name, cpu_quota_us=30_000, memory=True) as groups:
         a = groups.spawn(BURN, in_v2=True).pid
         b = groups.spawn(BURN, in_v2=False).pid
@@ -60,10 +72,9 @@ def test_cgroup_cpu_is_the_named_cgroups_own_on_both_hierarchies(tmp_path: Path)
         v1_usage = Path("/sys/fs/cgroup/cpuacct") / v1_name / "cpuacct.usage"
         log = tmp_path / "croft.log"
         with log.open("wb") as log_file:
-            croft = subprocess.Popen(
-                [CROFT, "run", "--watch", "croft-split", "--dataset", str(dataset)],
-                stderr=log_file,
-            )
+            command = [CROFT, "run", "--watch", "croft-split", "--dataset", str(dataset)]
+            croft = subprocess.Popen([*command, "--metrics-addr", metrics], stderr=log_file)
+        exposition = ""
         v2_samples: list[tuple[int, int]] = []
         v1_samples: list[tuple[int, int]] = []
         periods: list[tuple[int, int]] = []
@@ -89,6 +100,7 @@ def test_cgroup_cpu_is_the_named_cgroups_own_on_both_hierarchies(tmp_path: Path)
                 throttled.append((now_ms, int(cpu_stat["nr_throttled"])))
                 memory.append((now_ms, int(v1_memory.read_text())))
                 time.sleep(0.2)
+            exposition = httpx.get(f"http://{metrics}/metrics", timeout=10).text
         finally:
             croft.send_signal(signal.SIGTERM)
             assert croft.wait(timeout=30) == 0
@@ -119,9 +131,15 @@ def test_cgroup_cpu_is_the_named_cgroups_own_on_both_hierarchies(tmp_path: Path)
             v1_cores = (_at(v1_samples, last) - _at(v1_samples, first)) / ((last - first) * 1e6)
             report.append(f"burner A's v1 cpuacct cgroup /{v1_name} (both burners): {v1_cores:.3f} cores")
             assert v1_cores > 1.3 * kernel_cores, report[-1]
-            # the v2 cgroup offers neither; the v1 cgroup's memory and throttling are another cgroup's
-            assert {(u["memory_bytes"], u["cpu_throttled_fraction"]) for u in usage} == {(0, 0.0)}
+            # the v2 cgroup offers neither; the v1 cgroup's memory and throttling are another
+            # cgroup's: left out of the row, never written 0
+            for gone in ("memory_bytes", "oom_kills", "cpu_throttled_fraction"):
+                assert not any(gone in u for u in usage), (gone, usage[0])
+            assert all("cpu_pressure_avg10" in u for u in usage)  # PSI: the v2 cgroup's own
         else:
+            # a v1 cgroup has no PSI
+            for gone in ("cpu_pressure_avg10", "memory_pressure_avg10", "io_pressure_avg10"):
+                assert not any(gone in u for u in usage), (gone, usage[0])
             kernel_fraction = (_at(throttled, last) - _at(throttled, first)) / (
                 _at(periods, last) - _at(periods, first)
             )
@@ -146,4 +164,37 @@ def test_cgroup_cpu_is_the_named_cgroups_own_on_both_hierarchies(tmp_path: Path)
                 f"kernel v1 memory.usage_in_bytes {kernel_mib:.1f} MiB"
             )
             assert abs(croft_mib - kernel_mib) <= 0.05 * kernel_mib, report[-1]
+    _check_absent_elsewhere(exposition, dataset, log.read_text(), f"/{v2_name}", f"/{v1_name}")
     print("\n".join(report))
+
+
+def _check_absent_elsewhere(exposition: str, dataset: Path, log: str, v2_cgroup: str, v1_cgroup: str) -> None:
+    """/metrics serves no series of a figure the group's cgroup does not offer, croft profile says
+    it was not measured, and croft run said at start which figures this layout cannot give."""
+    served: dict[str, set[str]] = {}
+    for sample in parse_exposition(exposition):
+        if sample.label(names.LABEL_CGROUP) in (v2_cgroup, v1_cgroup):
+            served.setdefault(sample.label(names.LABEL_CGROUP), set()).add(sample.name)
+    v2_only = {names.CONTAINER_CPU_CORES, names.CONTAINER_PRESSURE_AVG10}
+    v1_only = {
+        names.CONTAINER_CPU_CORES,
+        names.CONTAINER_MEMORY_BYTES,
+        names.CONTAINER_CPU_THROTTLED_FRACTION,
+    }
+    assert v2_only <= served[v2_cgroup], served
+    assert not {names.CONTAINER_MEMORY_BYTES, names.CONTAINER_CPU_THROTTLED_FRACTION} & served[v2_cgroup]
+    assert v1_only <= served[v1_cgroup], served
+    assert not {names.CONTAINER_PRESSURE_AVG10, names.CONTAINER_PRESSURE_RATIO} & served[v1_cgroup]
+    out = subprocess.run(
+        [CROFT, "profile", "--cgroup", v2_cgroup, "--dataset", str(dataset)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    profile = json.loads(out.stdout)
+    assert profile["memory_bytes"] is None and profile["cpu_throttled_fraction"] is None, profile
+    assert profile["not_measured"] == ["memory_bytes", "cpu_throttled_fraction"]
+    assert profile["cpu_cores"]["mean"] > 0
+    hybrid = [line for line in log.splitlines() if line.startswith("croft: hybrid cgroups:")]
+    assert len(hybrid) == 1, log
+    assert "a row whose cgroup is a v2 path gets no memory, OOM kills or CPU throttling" in hybrid[0]
+    assert "one whose cgroup is a v1 path gets no PSI pressure" in hybrid[0]

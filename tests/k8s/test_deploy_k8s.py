@@ -21,6 +21,8 @@ from tests.helpers.collect import collector, write_polls
 from tests.helpers.dataset import LIVE
 from tests.helpers.kube import ControlPlane, host_ip
 
+from croft.adapters.dataset.lock import LOCK_NAME
+
 pytestmark = pytest.mark.k8s
 
 REPO = Path(__file__).resolve().parents[2]
@@ -182,7 +184,10 @@ def test_collect_through_the_pod_proxy_with_the_manifests_role(plane: ControlPla
     assert "skipped pod croft-ct/collector-pending: not scheduled on a node yet" in first.stderr
     assert [line.split(":")[0] for line in first.stdout.splitlines()[:2]] == ["cpu-b", "gpu-a"]
     for node in ("cpu-b", "gpu-a"):
-        assert sorted(p.name for p in (out / node).iterdir()) == sorted(p.name for p in dataset.iterdir())
+        served = sorted(
+            p.name for p in dataset.iterdir() if p.name != LOCK_NAME
+        )  # the writer's lock is not served
+        assert sorted(p.name for p in (out / node).iterdir()) == served
         assert (out / node / LIVE).read_bytes() == (dataset / LIVE).read_bytes()
     assert second.returncode == 0
     assert second.stdout.splitlines()[0] == "cpu-b: 0 files, 0 bytes copied, 2 unchanged"
@@ -195,12 +200,20 @@ def test_delete_removes_what_deploy_applied_and_keeps_a_namespace_in_use(plane: 
     assert deploy(plane, "--namespace", "croft-del", "--image", "croft-collector:1").returncode == 0
     dry = deploy(plane, "--namespace", "croft-del", "--delete", "--dry-run")
     assert dry.returncode == 0, dry.stderr
-    assert dry.stdout.splitlines()[0] == "would delete Role croft-del/croft-collect"
+    assert dry.stdout.splitlines()[0] == "would delete Role croft-del/croft-metrics"
     assert daemonset(plane, "croft-del")["metadata"]["name"] == "croft-collector"  # a dry run deletes nothing
 
     gone = deploy(plane, "--namespace", "croft-del", "--delete")
     assert gone.returncode == 0, gone.stderr
+    readers = [
+        f"deleted {kind} {name}"
+        for reader in ("croft-metrics-reader", "croft-dataset-reader")
+        for kind, name in (("ClusterRoleBinding", f"croft-del:{reader}"),
+                           ("ServiceAccount", f"croft-del/{reader}"), ("ClusterRole", f"croft-del:{reader}"))
+    ]  # fmt: skip
     assert gone.stdout.splitlines() == [
+        "deleted Role croft-del/croft-metrics", *readers,
+        "deleted ClusterRoleBinding croft-del:croft-collector:auth-delegator",
         "deleted Role croft-del/croft-collect", "deleted Service croft-del/croft-collector",
         "deleted DaemonSet croft-del/croft-collector", "deleted ServiceAccount croft-del/croft-collector",
         "deleted Namespace croft-del",

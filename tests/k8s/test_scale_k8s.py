@@ -134,6 +134,7 @@ def test_rbac_of_scaler_yaml_is_enough_and_no_more(setup: Setup) -> None:
         ("patch", "deployments/webapp", "--subresource=scale", "-n", NAMESPACE),
         ("list", "pods", "-n", "croft"),
         ("get", "pods/croft-a", "--subresource=proxy", "-n", "croft"),
+        ("create", "serviceaccounts/croft-metrics-reader", "--subresource=token", "-n", "croft"),
     ]
     denied = [
         ("patch", "deployments/webapp", "-n", NAMESPACE),
@@ -149,6 +150,8 @@ def test_rbac_of_scaler_yaml_is_enough_and_no_more(setup: Setup) -> None:
         ("create", "pods/croft-a", "--subresource=proxy", "-n", "croft"),
         ("patch", "pods/croft-a", "-n", "croft"),
         ("get", "secrets", "-n", "croft"),
+        ("create", "serviceaccounts/croft-dataset-reader", "--subresource=token", "-n", "croft"),
+        ("create", "serviceaccounts/croft-collector", "--subresource=token", "-n", "croft"),
         ("list", "nodes"),
     ]
     assert [a for a in allowed if not can(*a)] == []

@@ -27,7 +27,16 @@ import pytest
 from tests.helpers.cli import CROFT
 from tests.helpers.kube import ControlPlane
 from tests.helpers.net import free_port
-from tests.helpers.node import COLLECTOR_IMAGE, REPO, SCRIPT, WEBAPP_IMAGE, Node, host_changes, host_state
+from tests.helpers.node import (
+    COLLECTOR_IMAGE,
+    DATASET_DIR,
+    REPO,
+    SCRIPT,
+    WEBAPP_IMAGE,
+    Node,
+    host_changes,
+    host_state,
+)
 from tests.helpers.prometheus import wait_for
 
 # labs/research/experiment, a directory of modules run as `python run.py` (the harness fixtures)
@@ -106,14 +115,16 @@ def collector_image(node: Node) -> str:
 
 @pytest.fixture(scope="session")
 def collector(node: Node, collector_image: str) -> dict[str, Any]:
-    """`croft deploy kubernetes --image <local>`: the collector's pod on the node, Ready.
+    """`croft deploy kubernetes --image <local>`: the collector's pod on the node, Ready, writing a
+    dataset directory of the tests' own (DATASET_DIR) and checking who reads it (--auth kubernetes,
+    the default).
 
     --kernel-5-11-or-later: root on this kind of machine lacks CAP_SYS_RESOURCE in its bounding set,
     so runc refuses any container that asks for it ("unable to apply caps"); the kernel (>= 5.11)
     charges BPF maps to the memory cgroup and needs no RLIMIT_MEMLOCK raise."""
     out = subprocess.run(
         [CROFT, "deploy", "kubernetes", "--image", collector_image, "--kernel-5-11-or-later",
-         "--kubeconfig", str(node.plane.kubeconfig), "--timeout", "300"],
+         "--dataset-dir", str(DATASET_DIR), "--kubeconfig", str(node.plane.kubeconfig), "--timeout", "300"],
         capture_output=True, text=True, timeout=400, check=False,
     )  # fmt: skip
     assert out.returncode == 0, f"croft deploy kubernetes failed: {out.stderr}{node.describe('croft')}"

@@ -1,9 +1,9 @@
 """The collector on a real node: `croft deploy kubernetes` runs the image built from
 deploy/docker/Dockerfile as a DaemonSet pod, which loads its eBPF programs with the manifest's
-capabilities only and writes rows under /var/lib/croft for the webapp's real pods; the rows carry
-the container ids the API reports, cgroup figures the cgroup's own files give and syscall rates
-that add up to the load sent; its /metrics names each pod as the API does, and croft top lists the
-pods' processes."""
+capabilities only and writes rows (in a dataset directory of the tests' own) for the webapp's
+real pods; the rows carry the container ids the API reports, cgroup figures the cgroup's own files
+give and syscall rates that add up to the load sent; its /metrics names each pod as the API does,
+and croft top lists the pods' processes."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from tests.helpers.node import (
     container_ids,
     dataset_rows,
     processes_in,
+    reader_token,
     send_requests,
     wait_for,
     webapp_deployment,
@@ -135,9 +136,13 @@ def test_metrics_name_each_pod_and_namespace_as_the_api_does_and_top_lists_its_p
         f"http://{collector['status']['podIP']}:{collector['metadata']['annotations']['prometheus.io/port']}"
     )
 
+    token = {"Authorization": f"Bearer {reader_token(node)}"}  # the collector checks who reads
+
     def info() -> dict[str, dict[str, str]]:
         # only the info series, as croft scale asks for its series (the collector filters them)
-        body = httpx.get(f"{url}/metrics", params={"name[]": names.CONTAINER_INFO}, timeout=10).text
+        body = httpx.get(
+            f"{url}/metrics", params={"name[]": names.CONTAINER_INFO}, headers=token, timeout=10
+        ).text
         found = {
             s.label(names.LABEL_CONTAINER_ID): {k: v for k, v in s.labels if k in expected_keys}
             for s in parse_exposition(body)

@@ -17,6 +17,7 @@ from tests.helpers.node import (
     Node,
     container_ids,
     processes_in,
+    reader_token,
     send_requests,
     webapp_deployment,
 )
@@ -54,7 +55,9 @@ def test_prometheus_scrapes_the_collector_at_the_pods_address(
     assert annotations["prometheus.io/scrape"] == "true"
     target = f"{ip}:{annotations['prometheus.io/port']}"
     (cid,) = container_ids(collector).values()
-    with prometheus({"croft": target}, tmp_path) as base:
+    token = tmp_path / "token"  # the collector checks who reads: a Prometheus scrapes with a token
+    token.write_text(reader_token(node))
+    with prometheus({"croft": target}, tmp_path, bearer_file=token) as base:
 
         def query(expr: str) -> list[dict[str, Any]]:
             body = httpx.get(f"{base}/api/v1/query", params={"query": expr}, timeout=5).json()

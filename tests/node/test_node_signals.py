@@ -20,7 +20,7 @@ from typing import Any
 import attrs
 import httpx
 import pytest
-from tests.helpers.node import REPO, Node, container_ids, wait_for
+from tests.helpers.node import REPO, Node, container_ids, reader_token, wait_for
 
 import loadgen
 import signals
@@ -68,16 +68,17 @@ def test_tcp_data_segments_keep_rising_after_saturation_while_sendto_does_not(
     container = container_ids(pod)["webapp"]
     metrics = f"http://{collector['status']['podIP']}:9464/metrics"
     pick = signals.Pick(container_id=container)
+    token = {"Authorization": f"Bearer {reader_token(node)}"}  # the collector checks who reads
 
     def measured() -> bool:
-        _, values = signals.values_of(httpx.get(metrics, timeout=2).text, pick)
+        _, values = signals.values_of(httpx.get(metrics, headers=token, timeout=2).text, pick)
         return "ingress:tcp_data_segments" in values
 
     wait_for("the collector to measure the pod's network namespace", measured, 60, every_s=1)
     steps = signals.parse_steps(STEPS)
     profile = signals.profile_of(steps)
     target = loadgen.Target(f"http://{pod['status']['podIP']}:8080", ("/work",), 10.0)
-    start, outcomes, polls = asyncio.run(signals.measure(target, profile, metrics, pick))
+    start, outcomes, polls = asyncio.run(signals.measure(target, profile, metrics, pick, token))
     rows = signals.records(polls, outcomes, start, profile)
     result = figures(rows, steps, signals.CANDIDATES, SETTLE_S)
     (tmp_path / "signals.json").write_text(

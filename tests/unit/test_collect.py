@@ -10,6 +10,7 @@ from croft.domain.collector.kernel import GpuHolders, GpuIoctls, KernelSample
 from croft.domain.collector.rows import CollectorState, rows
 from croft.domain.collector.selection import marked_by_tgid, matches, parse_watch, watched
 from croft.domain.collector.snapshot import CgroupMembership, Poll
+from croft.domain.dataset import CgroupUsage
 from croft.domain.dataset.codec import decode_row, encode_row
 from tests.helpers.snapshots import HOST, WATCHED, cgroup, config, poll, proc
 
@@ -205,3 +206,45 @@ def test_rows_are_never_negative_over_random_counter_walks(walk: list[tuple[int,
     for got in run(polls):
         for row in got:
             assert row.usage.cpu_cores >= 0 and row.cgroup_usage.cpu_cores >= 0
+
+
+def test_a_figure_croft_could_not_read_is_left_out_of_the_row_never_written_0() -> None:
+    """A v2 cgroup on a hybrid host offers CPU usage and PSI, no memory and no CFS counters; the
+    process's /proc/<pid>/io is unreadable and the socket tracepoints are missing."""
+    hybrid_v2 = cgroup(WATCHED, memory_bytes=None, oom_kills=None, nr_periods=None, nr_throttled=None)
+    no_io = {"read_bytes": None, "write_bytes": None}
+    kernel = KernelSample(counts_network=False)
+    later = attrs.evolve(hybrid_v2, cpu_usage_ns=11 * 10**9)
+    out = run(
+        [
+            poll(0, (proc(**no_io),), cgroups=(hybrid_v2,), kernel=kernel),
+            poll(2, (proc(cpu_ticks=1100, **no_io),), cgroups=(later,), kernel=kernel),
+        ]
+    )
+    (row,) = out[1]
+    usage = row.cgroup_usage
+    assert (usage.memory_bytes, usage.oom_kills, usage.cpu_throttled_fraction) == (None, None, None)
+    assert (usage.cpu_cores, usage.cpu_pressure_avg10) == (0.5, 1.5)
+    assert (row.usage.read_bytes_s, row.usage.write_bytes_s) == (None, None)
+    assert (row.usage.network_rx_bytes_s, row.usage.network_tx_bytes_s) == (None, None)
+    assert row.usage.runqueue_s is not None
+    line = encode_row(row)
+    for key in (b'"memory_bytes"', b'"oom_kills"', b'"cpu_throttled_fraction"', b'"read_bytes_s"'):
+        assert key not in line
+    assert decode_row(line.rstrip(b"\n")) == row
+
+
+def test_a_cgroup_cgroupfs_said_nothing_about_gives_a_row_with_no_cgroup_figures() -> None:
+    out = run([poll(0, (proc(),), cgroups=()), poll(2, (proc(cpu_ticks=1100),), cgroups=())])
+    (row,) = out[1]
+    assert row.cgroup_usage == CgroupUsage()
+    assert b'"cgroup_usage":{}' in encode_row(row)
+
+
+def test_rows_of_collectors_that_wrote_0_stay_readable_as_0() -> None:
+    (row,) = run([poll(0, (proc(),)), poll(2, (proc(cpu_ticks=1100),))])[1]
+    # a line with a 0 where a figure was not offered is what collectors before wrote
+    line = encode_row(row).replace(b'"memory_bytes":1073741824', b'"memory_bytes":0')
+    assert decode_row(line.rstrip(b"\n")).cgroup_usage.memory_bytes == 0
+    nulled = encode_row(row).replace(b'"memory_bytes":1073741824', b'"memory_bytes":null')
+    assert decode_row(nulled.rstrip(b"\n")).cgroup_usage.memory_bytes is None

@@ -14,8 +14,11 @@ from pathlib import Path
 import pytest
 import zstandard
 
+from croft.adapters.dataset.lock import LOCK_NAME
 from croft.adapters.dataset.writer import DatasetWriter
+from croft.domain.dataset.codec import decode_row
 from croft.domain.dataset.rotation import Limits, Naming, SegmentName
+from croft.domain.dataset.row import Row
 from croft.domain.utc import parse_stamp
 from croft.errors import UserError
 from tests.helpers.dataset import LIVE, dataset_files, file_lines, poll_lines, read_rows
@@ -26,7 +29,12 @@ SMALL = Limits(rotate_secs=60, rotate_bytes=4000, retain_days=30, retain_bytes=1
 
 
 def names(directory: Path) -> list[str]:
-    return sorted(p.name for p in directory.iterdir())
+    """The directory's files but the writer's lock file."""
+    return sorted(p.name for p in directory.iterdir() if p.name != LOCK_NAME)
+
+
+def file_rows(path: Path) -> list[Row]:
+    return [decode_row(line) for line in file_lines(path)]
 
 
 def writer(directory: Path, limits: Limits = SMALL) -> DatasetWriter:
@@ -244,3 +252,42 @@ def test_a_directory_another_user_cannot_write_is_a_user_error() -> None:
     finally:
         shutil.rmtree(directory)
     assert out.stdout.startswith(f"cannot write to the dataset directory {directory};")
+
+
+def test_a_second_writer_on_the_directory_is_refused_naming_the_first_ones_pid(tmp_path: Path) -> None:
+    first = writer(tmp_path)
+    with pytest.raises(UserError) as refused:
+        DatasetWriter(tmp_path / "other-name.jsonl", SMALL, background=False)  # one writer per directory
+    message = str(refused.value)
+    assert f"another croft run (pid {os.getpid()}) writes the dataset in {tmp_path}" in message
+    assert "--dataset" in message
+    first.append(poll_lines(0, 2, T0), T0)
+    assert [row.tgid for row in read_rows(tmp_path)] == [0, 1]  # the first goes on undisturbed
+    first.close()
+    second = writer(tmp_path)  # the lock went with the first writer
+    second.close()
+
+
+@pytest.mark.parametrize("how", ["deleted", "renamed"])
+def test_a_live_file_taken_away_is_counted_and_replaced_never_written_unlinked(
+    tmp_path: Path, how: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    w = writer(tmp_path)
+    w.append(poll_lines(0, 2, T0), T0, 10_000)
+    if how == "deleted":
+        (tmp_path / LIVE).unlink()
+    else:
+        (tmp_path / LIVE).rename(tmp_path / "moved-away.jsonl")
+    with caplog.at_level(logging.WARNING, logger="croft.dataset"):
+        w.append(poll_lines(2, 3, T0 + 2000), T0 + 2000, 2_000_010_000)
+    assert [row.tgid for row in file_rows(tmp_path / LIVE)] == [2, 3, 4]  # a new live file, at its path
+    counters = w.counters()
+    assert (counters.live_files_lost, counters.live_file_lost_ns) == (1, 2_000_010_000)
+    assert counters.rows_written == 5
+    assert f"the live file {tmp_path / LIVE} was renamed or deleted under this collector" in caplog.text
+    w.append(poll_lines(5, 1, T0 + 4000), T0 + 4000, 4_000_010_000)
+    assert w.counters().live_files_lost == 1  # counted once
+    assert [row.tgid for row in file_rows(tmp_path / LIVE)] == [2, 3, 4, 5]
+    if how == "renamed":
+        assert [row.tgid for row in file_rows(tmp_path / "moved-away.jsonl")] == [0, 1]
+    w.close()

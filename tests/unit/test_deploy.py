@@ -17,7 +17,15 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from croft.domain.deploy.manifests import CAPABILITIES, DeployOptions, docker_run_argv, manifests
+from croft.domain.collector.procparse import parse_cgroup_membership
+from croft.domain.collector.selection import parse_watch, watched
+from croft.domain.deploy.manifests import (
+    CAPABILITIES,
+    DOCKER_WATCH,
+    DeployOptions,
+    docker_run_argv,
+    manifests,
+)
 from tests.helpers.cli import CROFT, croft
 from tests.helpers.golden import assert_same_bytes
 
@@ -30,11 +38,11 @@ images = st.from_regex(r"[a-z0-9][a-z0-9./:@_-]{0,40}", fullmatch=True)
 @pytest.mark.parametrize(
     ("args", "options"),
     [
-        ((), DeployOptions()),
+        ((), DeployOptions(watch=DOCKER_WATCH)),
         (("--image", "reg.example:5000/croft:1.2", "--watch", "kubepods,system.slice/docker; rm -rf '/'"),
          DeployOptions(image="reg.example:5000/croft:1.2", watch="kubepods,system.slice/docker; rm -rf '/'")),
-        (("--kernel-before-5-8",), DeployOptions(kernel_before_5_8=True)),
-        (("--kernel-5-11-or-later",), DeployOptions(kernel_5_11_or_later=True)),
+        (("--kernel-before-5-8",), DeployOptions(watch=DOCKER_WATCH, kernel_before_5_8=True)),
+        (("--kernel-5-11-or-later",), DeployOptions(watch=DOCKER_WATCH, kernel_5_11_or_later=True)),
     ],
 )  # fmt: skip
 def test_docker_dry_run_prints_a_command_that_parses_back_to_the_argv(
@@ -44,6 +52,25 @@ def test_docker_dry_run_prints_a_command_that_parses_back_to_the_argv(
     assert out.returncode == 0, out.stderr
     assert out.stdout.count("\n") == 1
     assert tuple(shlex.split(out.stdout)) == docker_run_argv(options)
+
+
+def test_docker_by_default_watches_the_containers_of_either_cgroup_driver_and_not_the_daemon() -> None:
+    """Without --watch a collector on a host with no GPU writes nothing: croft deploy docker's
+    default watches Docker's containers, whose cgroups are these captured layouts."""
+    out = croft("deploy", "docker", "--dry-run")
+    assert out.returncode == 0, out.stderr
+    (given,) = [a for a in shlex.split(out.stdout) if a.startswith("--watch=")]
+    prefixes = parse_watch(given.removeprefix("--watch="))
+    layouts = REPO / "fixtures" / "cgroup-layouts"
+    for name, is_container in (
+        ("docker-cgroupfs-v1.txt", True),
+        ("docker-systemd-v1.txt", True),
+        ("docker-systemd-v2.txt", True),
+        ("host-docker-daemon-v2.txt", False),
+        ("host-user-session-v2.txt", False),
+    ):
+        membership = parse_cgroup_membership((layouts / name).read_bytes())
+        assert watched(membership, prefixes) == is_container, name
 
 
 @given(image=images, watch=values)
@@ -135,7 +162,8 @@ def test_kubernetes_dry_run_is_the_manifests_with_the_options_applied() -> None:
     container = daemonset["spec"]["template"]["spec"]["containers"][0]
     assert container["image"] == "reg/croft:9"
     assert "--watch=kubepods,x" in container["args"]
-    assert {d["metadata"].get("namespace", d["metadata"]["name"]) for d in docs} == {"obs"}
+    # namespaced objects in it; cluster-scoped ones (the readers' RBAC) named after it
+    assert {d["metadata"].get("namespace", d["metadata"]["name"].split(":")[0]) for d in docs} == {"obs"}
 
 
 def test_the_daemonset_runs_as_the_issue_asks() -> None:
@@ -143,11 +171,18 @@ def test_the_daemonset_runs_as_the_issue_asks() -> None:
     pod = ds["spec"]["template"]["spec"]
     container = pod["containers"][0]
     security = container["securityContext"]
-    assert pod["hostPID"] is True and pod["automountServiceAccountToken"] is False
+    # the API token is mounted for --auth kubernetes only (TokenReview, SubjectAccessReview)
+    assert pod["hostPID"] is True and pod["automountServiceAccountToken"] is True
+    assert "--auth=kubernetes" in container["args"]
+    open_ds = next(d for d in manifests(DeployOptions(auth="none")) if d["kind"] == "DaemonSet")
+    assert open_ds["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
+    assert not any(
+        a.startswith("--auth") for a in open_ds["spec"]["template"]["spec"]["containers"][0]["args"]
+    )
     assert security["privileged"] is False and security["capabilities"]["drop"] == ["ALL"]
     assert security["capabilities"]["add"] == list(CAPABILITIES)
     assert {"operator": "Exists"} in pod["tolerations"]  # GPU nodes' nvidia.com/gpu taints too
-    assert container["livenessProbe"]["httpGet"]["path"] == "/metrics"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/"  # open: /metrics wants a reader's token
     assert set(container["resources"]) == {"requests", "limits"}
     mounts = {m["mountPath"]: m["readOnly"] for m in container["volumeMounts"] if "readOnly" in m}
     assert [path for path, ro in mounts.items() if not ro] == ["/var/lib/croft"]
@@ -265,7 +300,7 @@ def test_undeploy_deletes_croft_objects_last_applied_first_and_guards_the_namesp
     from croft.domain.deploy.manifests import DeployOptions, manifests
     from croft.domain.deploy.undeploy import plan
 
-    docs = manifests(DeployOptions(image="croft-collector", namespace="croft"))
+    docs = manifests(DeployOptions(image="croft-collector", namespace="croft", auth="none"))
     labelled = {"metadata": {"labels": {"app.kubernetes.io/part-of": "croft"}}}
     everything = dict.fromkeys(range(len(docs)), labelled)
     steps = plan(docs, everything, [])
@@ -289,3 +324,25 @@ def test_undeploy_deletes_croft_objects_last_applied_first_and_guards_the_namesp
 
     system = manifests(DeployOptions(image="croft-collector", namespace="kube-system"))
     assert not plan(system, dict.fromkeys(range(len(system)), labelled), [])[-1].delete
+
+    # --auth kubernetes: the readers' RBAC goes first, its cluster-scoped objects too
+    checked = manifests(DeployOptions(image="croft-collector", namespace="croft"))
+    kinds = [s.manifest["kind"] for s in plan(checked, dict.fromkeys(range(len(checked)), labelled), [])]
+    readers = ["ClusterRoleBinding", "ServiceAccount", "ClusterRole"]
+    assert kinds == ["Role", *readers, *readers, "ClusterRoleBinding", "Role", "Service", "DaemonSet",
+                     "ServiceAccount", "Namespace"]  # fmt: skip
+
+
+def test_the_network_policy_admits_only_its_two_sources_to_the_collectors_port() -> None:
+    """deploy/kubernetes/networkpolicy.yaml (an example to edit: no CNI here enforces it) selects
+    the collector pods of the manifests and opens their port to an ipBlock and to Prometheus only."""
+    (policy,) = yaml.safe_load_all((REPO / "deploy/kubernetes/networkpolicy.yaml").read_text())
+    daemonset = next(d for d in manifests(DeployOptions()) if d["kind"] == "DaemonSet")
+    pod = daemonset["spec"]["template"]
+    assert policy["kind"] == "NetworkPolicy" and policy["metadata"]["namespace"] == DeployOptions().namespace
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    (rule,) = policy["spec"]["ingress"]
+    port_names = {p["name"] for p in pod["spec"]["containers"][0]["ports"]}
+    assert [p["port"] for p in rule["ports"]] == ["http"] and "http" in port_names
+    assert [sorted(peer) for peer in rule["from"]] == [["ipBlock"], ["namespaceSelector", "podSelector"]]

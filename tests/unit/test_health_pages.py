@@ -101,3 +101,15 @@ def test_build_info_process_metrics_and_the_poll_histogram() -> None:
     assert 'croft_poll_seconds_bucket{le="0.5"} 2.0' in text
     assert 'croft_poll_seconds_bucket{le="+Inf"} 3.0' in text
     assert "croft_poll_seconds_count 3.0" in text
+
+
+def test_a_lost_live_file_is_503_for_the_hold_then_polls_decide_again() -> None:
+    from croft.domain.metrics.health import LOST_LIVE_FILE_HOLD_NS
+
+    lost = 500 * S
+    during = health(lost, lost + 2 * S, live_file_lost_ns=lost)
+    assert during.status == 503
+    assert during.text.startswith("the live file was renamed or deleted under the collector 2 s ago")
+    assert health(lost, lost + LOST_LIVE_FILE_HOLD_NS - 1, live_file_lost_ns=lost).status == 503
+    last = lost + LOST_LIVE_FILE_HOLD_NS - S
+    assert health(last, lost + LOST_LIVE_FILE_HOLD_NS, live_file_lost_ns=lost).status == 200

@@ -196,3 +196,30 @@ def test_the_info_series_carries_pod_uid_name_and_namespace() -> None:
         "pod": "web-0",
         "pod_uid": "0d8e0a3c-1b2c-4d5e-8f90-123456789abc",
     }
+
+
+def test_a_figure_no_row_measured_has_no_counter_rather_than_one_stuck_at_0() -> None:
+    """Disk bytes unread (/proc/<pid>/io closed to the collector) and network bytes without the
+    socket tracepoints: no counter; a cgroup without CPU usage files: no CPU seconds."""
+    import msgspec
+
+    row = member_row(WATCHED, 100, {"read": 1.0})
+    unread = msgspec.structs.replace(
+        row.usage, read_bytes_s=None, write_bytes_s=None, network_rx_bytes_s=None, network_tx_bytes_s=None
+    )
+    no_cpu = msgspec.structs.replace(row.cgroup_usage, cpu_cores=None)
+    blind = msgspec.structs.replace(row, usage=unread, cgroup_usage=no_cpu)
+    memory = MetricsMemory()
+    for second in (2, 4):
+        current = poll(second, (proc(100),), cgroups=(cgroup(WATCHED, cpu_usage_ns=None),))
+        samples, memory = series(current, [blind], HEALTH, memory)
+    served = {s.name for s in samples}
+    assert names.CONTAINER_SYSCALLS_TOTAL in served
+    for gone in (
+        names.CONTAINER_FS_READ_BYTES_TOTAL,
+        names.CONTAINER_FS_WRITE_BYTES_TOTAL,
+        names.CONTAINER_NETWORK_RECEIVE_BYTES_TOTAL,
+        names.CONTAINER_NETWORK_TRANSMIT_BYTES_TOTAL,
+        names.CONTAINER_CPU_SECONDS_TOTAL,
+    ):
+        assert gone not in served, gone

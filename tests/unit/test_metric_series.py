@@ -11,10 +11,10 @@ from hypothesis import strategies as st
 
 from croft.domain.collector.kernel import KernelSample
 from croft.domain.collector.snapshot import CgroupMembership, Poll
-from croft.domain.dataset.row import Row
+from croft.domain.dataset.row import CgroupUsage, Row
 from croft.domain.metrics import names as names
 from croft.domain.metrics.exposition import Sample
-from croft.domain.metrics.series import MetricsMemory, series, top_syscalls
+from croft.domain.metrics.series import HEALTH_NAMES, MetricsMemory, series, top_syscalls
 from tests.helpers.rows import cgroup_usage, member_row
 from tests.helpers.snapshots import HEALTH, HOST, WATCHED, poll, proc
 
@@ -43,7 +43,7 @@ def test_a_container_sums_its_processes_syscalls_and_labels_each_series() -> Non
     )
     assert value(samples, names.CONTAINER_SYSCALL_RATE, container_id=cid, syscall="sendto") == 120.5
     assert value(samples, names.CONTAINER_SYSCALL_RATE, container_id=cid, syscall="read") == 5.0
-    for sample in samples[:-7]:
+    for sample in samples[: -len(HEALTH_NAMES)]:
         assert sample.label(names.LABEL_CONTAINER_ID) == cid
         assert sample.label(names.LABEL_CGROUP) == WATCHED.unified
     assert value(samples, names.CONTAINER_CPU_CORES, container_id=cid) == 1.5
@@ -176,6 +176,28 @@ def test_series_never_repeat_a_label_set_and_stay_bounded(memberships: list, wid
         names.CONTAINER_PRESSURE_RATIO,
         names.CONTAINER_INFO,
     }
-    assert len([s for s in samples if s.name not in counters]) == groups * per_group + 7
+    assert len([s for s in samples if s.name not in counters]) == groups * per_group + len(HEALTH_NAMES)
     # counters: every syscall by name (never `other`), CPU, at most 2 CFS, 4 byte counters, 3 PSI, info
     assert len([s for s in samples if s.name in counters]) <= groups * (width + 1 + 2 + 4 + 3 + 1)
+
+
+def test_a_figure_the_cgroup_does_not_offer_has_no_series_rather_than_0() -> None:
+    """A hybrid host's v2 cgroup: CPU and PSI, no memory, no throttling (cAdvisor omits what a
+    cgroup lacks); one v1 cgroup: no PSI."""
+    v1 = CgroupMembership(unified="/", controllers=(("cpu", "/batch"), ("memory", "/batch")))
+    hybrid_v2 = CgroupUsage(
+        cpu_cores=0.5, cpu_pressure_avg10=2.0, memory_pressure_avg10=0.0, io_pressure_avg10=0.0
+    )
+    v1_usage = CgroupUsage(cpu_cores=0.25, cpu_throttled_fraction=0.1, memory_bytes=1 << 20, oom_kills=0)
+    current = poll(2, (proc(1), proc(2, cgroups=v1)))
+    samples = one(current, [member_row(WATCHED, 1, {}, hybrid_v2), member_row(v1, 2, {}, v1_usage)])
+    of_v2 = {s.name for s in samples if s.label(names.LABEL_CGROUP) == WATCHED.unified}
+    of_v1 = {s.name for s in samples if s.label(names.LABEL_CGROUP) == "/batch"}
+    assert {
+        names.CONTAINER_CPU_CORES,
+        names.CONTAINER_PRESSURE_AVG10,
+        names.CONTAINER_PRESSURE_RATIO,
+    } <= of_v2
+    assert not {names.CONTAINER_MEMORY_BYTES, names.CONTAINER_CPU_THROTTLED_FRACTION} & of_v2
+    assert {names.CONTAINER_MEMORY_BYTES, names.CONTAINER_CPU_THROTTLED_FRACTION} <= of_v1
+    assert not {names.CONTAINER_PRESSURE_AVG10, names.CONTAINER_PRESSURE_RATIO} & of_v1

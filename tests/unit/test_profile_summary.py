@@ -153,3 +153,17 @@ def test_the_json_object_has_exactly_the_keys_of_the_issue() -> None:
     assert list(out) == PROFILE_KEYS
     assert out["memory_bytes"] == {"mean": 2048.0, "p95": 2048.0, "max": 2048}
     assert out["cpu_throttled_fraction"] == {"mean": 0.25, "p95": 0.25, "max": 0.25}
+
+
+def test_a_figure_never_measured_is_null_and_not_measured_and_a_partial_one_spreads_over_its_polls() -> None:
+    track = ContainerTrack()
+    track.add_poll(("n", 5), (1.0, None, None, 3.0, 0.0, None, None))
+    track.add_poll(("n", 7), (0.5, None, None, None, 0.0, None, None))
+    track.add_poll(("n", 7), (0.25, None, None, 1.0, 0.0, None, None))  # a second row of that poll
+    got = profile_of(CID_1, track, None, None)
+    assert got is not None
+    out = got.to_json()
+    assert out["memory_bytes"] is None and out["cpu_throttled_fraction"] is None
+    assert out["not_measured"] == ["memory_bytes", "cpu_throttled_fraction"]
+    assert out["cpu_pressure_avg10"] == {"mean": 2.0, "p95": 2.9, "max": 3.0}  # polls 5 (3.0) and 7 (1.0)
+    assert out["cpu_cores"]["max"] == 1.0 and out["polls"] == 2

@@ -28,7 +28,8 @@ def test_process_rates_are_never_negative_and_none_when_a_counter_went_back(
     previous = proc(**dict(zip(names, before, strict=True)))
     sample = proc(**dict(zip(names, after, strict=True)))
     rates = ProcessRates.new(sample, previous, interval_ns, 100)
-    went_back = any(delta(a, b) is None for a, b in zip(after, before, strict=True))
+    pairs = list(zip(after, before, strict=True))
+    went_back = any(delta(a, b) is None for a, b in pairs if (a, b) != (None, None))
     if went_back or interval_ns <= 0:
         assert rates is None
         return
@@ -36,6 +37,9 @@ def test_process_rates_are_never_negative_and_none_when_a_counter_went_back(
     values = [v for v in attrs.asdict(rates).values() if isinstance(v, float)]
     assert all(v >= 0 and math.isfinite(v) for v in values)
     assert rates.cpu_ticks == after[0] - before[0]
+    # a counter neither poll read is absent, never 0
+    optional = (rates.read_bytes_s, rates.write_bytes_s, rates.runqueue_s)
+    assert [v is None for v in optional] == [pair == (None, None) for pair in pairs[3:]]
 
 
 @given(counters, counters)
@@ -74,10 +78,29 @@ def test_cgroup_rates_never_negative_and_fraction_within_0_1(
         cgroup(cpu_usage_ns=u0, nr_periods=p0, nr_throttled=t0),
         dt,
     )
-    if rates is None:
+    pairs = ((u1, u0), (p1, p0), (t1, t0))
+    reset = any(delta(a, b) is None for a, b in pairs if (a, b) != (None, None))
+    if dt <= 0 or reset:
+        assert rates is None
         return
-    assert rates.cpu_cores >= 0
-    assert 0 <= rates.cpu_throttled_fraction <= 1
+    assert rates is not None
+    assert (rates.cpu_cores is None) == (pairs[0] == (None, None))
+    assert rates.cpu_cores is None or rates.cpu_cores >= 0
+    # throttling needs both CFS counters; a host that offers neither gives none, never 0
+    assert (rates.cpu_throttled_fraction is None) == (None in (p1, t1))
+    assert rates.cpu_throttled_fraction is None or 0 <= rates.cpu_throttled_fraction <= 1
+
+
+def test_a_cgroup_without_cfs_counters_has_no_throttling_and_one_without_usage_no_cpu() -> None:
+    """A v2 cgroup on a hybrid host (cpu bound to v1): usage_usec, no nr_periods."""
+    no_cfs = {"nr_periods": None, "nr_throttled": None}
+    rates = CgroupRates.new(
+        cgroup(cpu_usage_ns=3 * 10**9, **no_cfs), cgroup(cpu_usage_ns=10**9, **no_cfs), 2 * 10**9
+    )
+    assert rates == CgroupRates(cpu_cores=1.0, cpu_throttled_fraction=None)
+    unread = cgroup(cpu_usage_ns=None, **no_cfs)
+    bare = CgroupRates.new(unread, unread, 2 * 10**9)
+    assert bare == CgroupRates(cpu_cores=None, cpu_throttled_fraction=None)
 
 
 def test_recreated_cgroup_gives_no_rate() -> None:

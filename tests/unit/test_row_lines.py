@@ -144,7 +144,7 @@ def test_a_number_beyond_a_double_in_a_float_field_is_refused_and_no_float_read_
     if isinstance(judged, Row):
         numbers = [*msgspec.structs.astuple(judged.usage), *msgspec.structs.astuple(judged.cgroup_usage)]
         numbers += [call.rate_per_sec for call in judged.syscalls]
-        assert all(math.isfinite(n) for n in numbers)
+        assert all(math.isfinite(n) for n in numbers if n is not None)  # None: a figure left out
     else:
         assert judged in ("not a row", "not JSON")
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from croft.app.collector import Pipeline
 from croft.domain.collector.selection import IDLE_EVERY
-from croft.domain.collector.silence import REPEAT_POLLS, silence_warning, start_notice
+from croft.domain.collector.silence import REPEAT_POLLS, absent_figures, silence_warning, start_notice
 from tests.helpers.snapshots import HOST, config, poll, proc
 
 
@@ -80,4 +80,28 @@ def test_a_watch_that_matches_no_cgroup_is_found_on_a_real_tree(tmp_path: Path) 
     assert unmatched_watch(("kubepod-typo", "ux-test"), "/sys/fs/cgroup") == (
         "--watch kubepod-typo,ux-test matches no cgroup under /sys/fs/cgroup now: only GPU holders are "
         "written until one appears; compare the prefixes with the paths in /proc/<pid>/cgroup"
+    )
+
+
+def test_the_start_line_names_the_figures_the_layout_cannot_give() -> None:
+    full_v2 = absent_figures("v2", frozenset(), frozenset({"cpu", "memory", "io"}), psi=True)
+    assert full_v2 is None
+    hybrid = absent_figures(
+        "hybrid", frozenset({"cpu", "cpuacct", "memory"}), frozenset({"hugetlb"}), psi=True
+    )
+    assert hybrid == (
+        "hybrid cgroups: a row whose cgroup is a v2 path gets no memory, OOM kills or CPU throttling (bound "
+        "to cgroup v1 here: the v1 cgroup it also sits in is another cgroup); one whose cgroup is a v1 "
+        "path gets no PSI pressure (cgroup v1 has none); these are left out of the rows, never written 0"
+    )
+    v1 = absent_figures("v1", frozenset({"cpu", "cpuacct"}), frozenset(), psi=False)
+    assert v1 == (
+        "cgroup figures this host cannot give, left out of every row: PSI pressure (cgroup v1 has "
+        "none); memory and OOM kills (no v1 memory controller)"
+    )
+    bare_v2 = absent_figures("v2", frozenset(), frozenset({"io"}), psi=False)
+    assert bare_v2 is not None and "CPU throttling (the v2 tree offers no cpu controller)" in bare_v2
+    assert "PSI pressure" in bare_v2 and "memory and OOM kills" in bare_v2
+    assert absent_figures("none", frozenset(), frozenset(), psi=False, root="/x") == (
+        "no cgroups under /x: no row has cgroup figures (cgroup_usage is empty)"
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -95,6 +96,44 @@ def test_no_poll_is_one_line_and_a_non_zero_exit(tmp_path: Path, content: bytes 
     assert re.fullmatch(message + r".*\n", out.stderr), out.stderr
     assert out.stderr.count("\n") == 1
     assert out.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("watch", "says"),
+    [
+        ("", r"writes it, but without --watch it writes only GPU holders, and there is none: restart it "
+             r"with --watch \(WATCH_CGROUPS\)"),
+        ("kubepods", r"writes it: rows come from its second poll on \(4 s\), for GPU holders and the "
+                     r"processes in cgroups under --watch kubepods"),
+    ],
+)  # fmt: skip
+def test_an_empty_dataset_a_collector_writes_says_what_it_waits_for(
+    tmp_path: Path, watch: str, says: str
+) -> None:
+    """croft run holds the directory's lock while it runs: croft top does not tell the user to
+    start it, but why it has written nothing yet and what to change."""
+    (tmp_path / LIVE).write_bytes(b"")
+    other = subprocess.Popen(  # a collector's lock, held by another process
+        [sys.executable, "-c", "import sys, time\n"
+         "from pathlib import Path\n"
+         "from croft.adapters.dataset.lock import DatasetLock\n"
+         f"DatasetLock.acquire(Path(sys.argv[1]), (('watch', {watch!r}),))\n"
+         "print('locked', flush=True)\n"
+         "time.sleep(60)\n", str(tmp_path)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert other.stdout is not None and other.stdout.readline() == "locked\n"
+        out = croft("top", "--once", "--dataset", str(tmp_path / LIVE))
+    finally:
+        other.kill()
+        other.communicate()
+    assert out.returncode == 1
+    assert re.fullmatch(
+        rf"croft: \S+ is empty: no poll has been written yet; croft run \(pid {other.pid}\) {says}.*\n",
+        out.stderr,
+    ), out.stderr
+    assert "start `croft run`" not in out.stderr
 
 
 @pytest.mark.parametrize("interval", ["0", "-1", "nan"])

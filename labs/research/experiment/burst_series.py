@@ -404,27 +404,21 @@ def dataset_series(run: Run) -> list[Series]:
             for call in row.get("syscalls", ()):
                 put("syscalls", call["name"], "calls/s", at, float(call["rate_per_sec"]))
             for field, unit in PROCESS_FIELDS.items():
-                put("process", f"process {field}", unit, at, float(row["usage"][field]))
+                if field in row["usage"]:  # a figure croft could not read is left out of the row
+                    put("process", f"process {field}", unit, at, float(row["usage"][field]))
         containers = _per_container(rows)
         for row in containers.values():
             for field in CGROUP_SUMMED:
-                put("cgroup", f"cgroup {field}", "cores", at, float(row["cgroup_usage"][field]))
-        for field in CGROUP_WORST:
-            put(
-                "cgroup",
-                f"cgroup {field}",
-                "fraction",
-                at,
-                max(float(r["cgroup_usage"][field]) for r in containers.values()),
-            )
-        for field in PRESSURE:
-            put(
-                "pressure",
-                f"PSI {field}",
-                "%",
-                at,
-                max(float(r["cgroup_usage"][field]) for r in containers.values()),
-            )
+                if field in row["cgroup_usage"]:
+                    put("cgroup", f"cgroup {field}", "cores", at, float(row["cgroup_usage"][field]))
+        for group, worst, unit in [("cgroup", f, "fraction") for f in CGROUP_WORST] + [
+            ("pressure", f, "%") for f in PRESSURE
+        ]:
+            usages = [r["cgroup_usage"] for r in containers.values()]
+            measured = [float(usage[worst]) for usage in usages if worst in usage]
+            if measured:
+                title = f"cgroup {worst}" if group == "cgroup" else f"PSI {worst}"
+                put(group, title, unit, at, max(measured))
         offered: dict[str, dict[str, float]] = defaultdict(dict)
         for row in rows:
             cid = str(row["process"].get("container_id"))

@@ -166,12 +166,17 @@ def rate_point(
             polls.setdefault(row["unix_ms"], []).append(row)
     calls, cores = [], []
     for poll_rows in polls.values():
+        measured = [r["cgroup_usage"]["cpu_cores"] for r in poll_rows if "cpu_cores" in r["cgroup_usage"]]
+        if not measured:
+            continue  # the cgroup's CPU was not read this poll: left out, not taken as 0
         calls.append(
             sum(s["rate_per_sec"] for r in poll_rows for s in r.get("syscalls", ()) if s["name"] == syscall)
         )
-        cores.append(max(r["cgroup_usage"]["cpu_cores"] for r in poll_rows))
-    if not polls:
-        raise CalibrateError(f"croft wrote no poll of {CGROUP} between {start} and {end} (unix ms)")
+        cores.append(max(measured))
+    if not cores:
+        raise CalibrateError(
+            f"croft wrote no poll of {CGROUP} with its cgroup CPU between {start} and {end} (unix ms)"
+        )
     return RatePoint(
         target,
         round(achieved, 3),

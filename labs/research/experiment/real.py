@@ -57,7 +57,7 @@ REPO = HERE.parents[2]
 SCRIPT = REPO / "scripts" / "kube-node.sh"
 COLLECTOR_IMAGE = "localhost/croft-collector:real"
 WEBAPP_IMAGE = "localhost/croft-webapp:real"
-DATASET_DIR = Path("/var/lib/croft")
+DATASET_DIR = Path("/var/lib/croft-node")  # the node's collector dataset (kube-node.sh removes it at down)
 ARMS = ("hpa", "croft-sendto", "croft-offered")
 OFFERED_ARGS = "--signal tcp_data_segments --calls-per-request 1"
 RUN_OVERHEAD_S = 25.0
@@ -323,7 +323,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         k = kube.Kubectl(kubectl, kubeconfig)
         subprocess.run(
             [croft, "deploy", "kubernetes", "--image", COLLECTOR_IMAGE, "--kernel-5-11-or-later",
-             "--kubeconfig", kubeconfig, "--timeout", "300"],
+             "--dataset-dir", str(DATASET_DIR), "--kubeconfig", kubeconfig, "--timeout", "300"],
             check=True, timeout=400,
         )  # fmt: skip
         run_app = node_app(out, app, args.namespace, found)

@@ -23,7 +23,7 @@ import itertools
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import attrs
@@ -119,10 +119,13 @@ def values_of(body: str, pick: Pick) -> tuple[float | None, dict[str, float]]:
     return last, values
 
 
-async def scrape(url: str, pick: Pick, until_unix_s: float) -> list[tuple[float, dict[str, float]]]:
-    """(collector poll time, values) of every new poll until `until_unix_s`."""
+async def scrape(
+    url: str, pick: Pick, until_unix_s: float, headers: Mapping[str, str] | None = None
+) -> list[tuple[float, dict[str, float]]]:
+    """(collector poll time, values) of every new poll until `until_unix_s`; `headers` go with each
+    scrape (a reader's token, for a collector that checks who reads)."""
     seen: dict[float, dict[str, float]] = {}
-    async with httpx.AsyncClient(timeout=2.0) as client:
+    async with httpx.AsyncClient(timeout=2.0, headers=dict(headers or {})) as client:
         while time.time() < until_unix_s:
             try:
                 response = await client.get(url)
@@ -158,10 +161,14 @@ def records(
 
 
 async def measure(
-    target: loadgen.Target, profile: Profile, metrics_url: str, pick: Pick
+    target: loadgen.Target,
+    profile: Profile,
+    metrics_url: str,
+    pick: Pick,
+    headers: Mapping[str, str] | None = None,
 ) -> tuple[float, list[RequestOutcome], list[tuple[float, dict[str, float]]]]:
     until = time.time() + profile.duration_s + 2
-    scraper = asyncio.create_task(scrape(metrics_url, pick, until))
+    scraper = asyncio.create_task(scrape(metrics_url, pick, until, headers))
     start, outcomes = await loadgen.run_profile(
         profile, target, lambda line: print(f"load: {line}", file=sys.stderr, flush=True)
     )
@@ -181,6 +188,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--timeout", type=float, default=10.0, help="a request's timeout, s")
     parser.add_argument("--json", type=Path, help="write the polls and figures here")
+    parser.add_argument(
+        "--token-file",
+        type=Path,
+        help="a bearer token for a collector that checks who reads (croft run --auth kubernetes)",
+    )
     args = parser.parse_args(argv)
     if not args.container_id and not args.cgroup:
         parser.error("name the pod's series with --container-id or --cgroup")
@@ -188,7 +200,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     profile = profile_of(steps)
     pick = Pick(args.container_id, args.cgroup)
     target = loadgen.Target(args.target, (args.path,), args.timeout)
-    start, outcomes, polls = asyncio.run(measure(target, profile, args.metrics, pick))
+    headers = {"Authorization": f"Bearer {args.token_file.read_text().strip()}"} if args.token_file else {}
+    start, outcomes, polls = asyncio.run(measure(target, profile, args.metrics, pick, headers))
     rows = records(polls, outcomes, start, profile)
     result = figures(rows, steps, CANDIDATES, args.settle_secs)
     print(loadgen.summary(second_stats(outcomes, profile.duration_s, start)))

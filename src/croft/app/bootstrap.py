@@ -34,7 +34,7 @@ from croft.domain.collector.frameworks import Catalog, CatalogError, Matcher, pa
 from croft.domain.collector.kernel import ActivitySource, GpuHolderSource, KernelSource
 from croft.domain.collector.rows import CollectorConfig
 from croft.domain.collector.selection import parse_watch
-from croft.domain.collector.silence import unmatched_watch
+from croft.domain.collector.silence import absent_figures, unmatched_watch
 from croft.domain.collector.snapshot import Poll
 from croft.domain.collector.trace import TraceError
 from croft.domain.dataset.rotation import Limits
@@ -42,6 +42,7 @@ from croft.errors import UserError
 
 if TYPE_CHECKING:
     from croft.adapters.host.bcc_source import BccKernelSource
+    from croft.adapters.kube.access import KubeAccess
 
 log = logging.getLogger("croft.run")
 
@@ -129,8 +130,9 @@ def collector_config(settings: Settings) -> CollectorConfig:
 
 
 def build_sink(settings: Settings) -> DatasetWriter:
-    """The row sink: the rotating dataset writer (a `UserError` when the directory is unwritable)."""
-    return DatasetWriter(settings.dataset, settings.limits)
+    """The row sink: the rotating dataset writer (a `UserError` when the directory is unwritable or
+    another collector writes it)."""
+    return DatasetWriter(settings.dataset, settings.limits, about=(("watch", settings.watch),))
 
 
 def build_pipeline(
@@ -148,12 +150,18 @@ def build_pipeline(
     return Pipeline(config, sink, recorder, observer)
 
 
-def build_http_server(address: str, dataset: Path | None = None) -> tuple[HttpServer, SnapshotCollector]:
+def build_http_server(
+    address: str, dataset: Path | None = None, auth: str = "none"
+) -> tuple[HttpServer, SnapshotCollector]:
     """The collector's HTTP server on `--metrics-addr`, listening (a `UserError` when it cannot)
     and serving its routes: /metrics from the returned collector, which the poll loop publishes to;
     /healthz (200 while polls are current, 503 before the first and once stale); a landing page at /;
-    with `dataset` (the live file), the read-only dataset endpoint /dataset of its directory."""
+    with `dataset` (the live file), the read-only dataset endpoint /dataset of its directory. With
+    `auth` "kubernetes", /metrics and /dataset answer only readers the API server allows
+    (`croft.adapters.kube.access`)."""
     server = HttpServer.bind(address)
+    if auth == "kubernetes":
+        server.guard(_kube_access().guard)
     if dataset is not None:
         from croft.adapters.dataset.endpoint import DatasetEndpoint
 
@@ -162,13 +170,35 @@ def build_http_server(address: str, dataset: Path | None = None) -> tuple[HttpSe
     metrics = SnapshotCollector(lambda: clock.now().monotonic_ns)
     page = metrics_page(metrics, __version__)
     server.route("/metrics", metrics_handler(page))
-    server.route("/healthz", healthz(lambda: metrics.last_publish_ns, lambda: clock.now().monotonic_ns))
+    server.route(
+        "/healthz",
+        healthz(
+            lambda: metrics.last_publish_ns,
+            lambda: clock.now().monotonic_ns,
+            lambda: metrics.live_file_lost_ns,
+        ),
+    )
     links = [("/metrics", "Prometheus metrics"), ("/healthz", "200 while polls are current, 503 when stale")]
     if dataset is not None:
         links.append(("/dataset", "the read-only dataset endpoint (croft collect)"))
     server.route("/", landing_page(__version__, tuple(links)))
     server.start()
     return server, metrics
+
+
+def _kube_access() -> KubeAccess:
+    """The TokenReview/SubjectAccessReview guard, with the in-cluster account (or $KUBECONFIG,
+    ~/.kube/config); a `UserError` when there is none."""
+    from croft.adapters.kube.access import KubeAccess, Reviews
+    from croft.adapters.kube.cluster import Kube, load_configuration
+
+    clock = SystemClock()
+    kube = Kube(load_configuration(None))
+    log.info(
+        "--auth kubernetes: /metrics and /dataset answer readers the API server %s allows",
+        kube.configuration.host,
+    )
+    return KubeAccess(Reviews(kube.call), lambda: clock.now().monotonic_ns)
 
 
 def _kernel_source(verbose: bool) -> BccKernelSource:
@@ -215,8 +245,8 @@ def build_live(
     mount = cgroupfs.unified or next(iter(cgroupfs.v1.values()), None)
     if watch and mount is not None and not watched_roots(mount, watch):
         log.warning("%s", unmatched_watch(watch, mount))
-    if cgroupfs.layout == "none":
-        log.warning("no cgroups under %s: cgroup_usage will be zeros", settings.cgroup_root)
+    if absent := absent_figures(cgroupfs.layout, *cgroupfs.offered(), root=str(settings.cgroup_root)):
+        log.warning("%s", absent)
     if kernel is None:
         kernel = _kernel_source(settings.verbose)
     source = LiveSource(

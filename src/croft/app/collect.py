@@ -23,6 +23,7 @@ from croft.errors import UserError
 if TYPE_CHECKING:
     from croft.adapters.dataset.fetch import Deadline, HttpDatasetSource
     from croft.adapters.dataset.node_copy import NodeResult
+    from croft.adapters.kube.cluster import Kube
 
 
 # (node, a context manager yielding that node's source), in node order
@@ -159,7 +160,7 @@ def _targets(
         found = collector_targets(pods)
         for pod, reason in found.skipped:
             print(f"skipped pod {namespace}/{pod}: {reason}", file=sys.stderr)
-        with kube.http(timeout_s) as http:
+        with kube.http(timeout_s, _reader_headers(kube, namespace)) as http:
 
             def proxied(pod: str) -> Callable[[], AbstractContextManager[HttpDatasetSource]]:
                 base = f"/api/v1/namespaces/{namespace}/pods/{pod}:{port}/proxy"
@@ -169,6 +170,28 @@ def _targets(
             yield [(node, proxied(pod)) for node, pod in found.nodes]
     finally:
         kube.close()
+
+
+def _reader_headers(kube: Kube, namespace: str) -> dict[str, str]:
+    """The header carrying a dataset reader's token through the API server's pod proxy, for
+    collectors that check who reads (`croft run --auth kubernetes`); none where the reader account
+    is not deployed (collectors that do not check). A user who may not ask for the token is told,
+    and tries without: the collectors then refuse, saying why."""
+    from croft.adapters.kube.port import KubeError, NotFound
+    from croft.domain.access import DATASET_READER, FORWARDED_HEADER
+
+    try:
+        token = kube.reader_token(namespace, DATASET_READER)
+    except NotFound:
+        return {}
+    except KubeError as exc:
+        print(
+            f"croft collect: no {DATASET_READER} token ({exc}): collectors that check who reads will refuse; "
+            "bind the Role croft-collect to your user",
+            file=sys.stderr,
+        )
+        return {}
+    return {FORWARDED_HEADER: f"Bearer {token}"}
 
 
 PARALLEL_NODES = 4  # nodes copied at once: one node's fsync and server overlap another's reads

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from cyclopts import App, Parameter
 
 from croft.app.options import check_number
+from croft.domain.deploy.manifests import DATASET_DIR, DOCKER_WATCH
 from croft.errors import UserError
 
 if TYPE_CHECKING:
@@ -32,6 +33,15 @@ NewKernel = Annotated[
         name="--kernel-5-11-or-later",
         negative=(),
         help="the hosts run Linux 5.11 or later (BPF maps charged to the memory cgroup): no CAP_SYS_RESOURCE",
+    ),
+]
+
+
+DatasetDirOpt = Annotated[
+    str,
+    Parameter(
+        help="the host directory the collector writes its dataset to (one collector per directory: "
+        "give tests and second collectors their own)"
     ),
 ]
 
@@ -67,10 +77,17 @@ def _note(text: str | None) -> None:
 def docker(
     *,
     image: ImageOpt = None,
-    watch: Annotated[str, Parameter(help="comma-separated cgroup path prefixes to watch")] = "",
+    watch: Annotated[
+        str,
+        Parameter(
+            help="comma-separated cgroup path prefixes to watch; the default is Docker's containers "
+            "under either cgroup driver"
+        ),
+    ] = DOCKER_WATCH,
     dry_run: Annotated[bool, Parameter(negative=(), help="print the docker run command instead")] = False,
     kernel_before_5_8: OldKernel = False,
     kernel_5_11_or_later: NewKernel = False,
+    dataset_dir: DatasetDirOpt = DATASET_DIR,
 ) -> int:
     """Run the collector in a Docker container on this host."""
     import shlex
@@ -86,6 +103,8 @@ def docker(
         watch=watch,
         kernel_before_5_8=kernel_before_5_8,
         kernel_5_11_or_later=kernel_5_11_or_later,
+        dataset_dir=dataset_dir,
+        auth="none",
     )
     if problem := options.problem():
         raise UserError(problem)
@@ -97,7 +116,7 @@ def docker(
     from croft.adapters.kube.docker import run_docker
 
     container = run_docker(argv)
-    print(f"started the collector in container {container[:12] or '?'}; its dataset is in /var/lib/croft")
+    print(f"started the collector in container {container[:12] or '?'}; its dataset is in {dataset_dir}")
     _note(note)
     return 0
 
@@ -115,6 +134,15 @@ def kubernetes(
     timeout: Annotated[float, Parameter(help="seconds to wait for the DaemonSet to be scheduled")] = 120.0,
     kernel_before_5_8: OldKernel = False,
     kernel_5_11_or_later: NewKernel = False,
+    dataset_dir: DatasetDirOpt = DATASET_DIR,
+    auth: Annotated[
+        str,
+        Parameter(
+            help="who may read each collector's /metrics and /dataset: kubernetes (readers the API "
+            "server's TokenReview and SubjectAccessReview allow; README, 'Who may read the endpoint') "
+            "or none (whoever reaches the pod)"
+        ),
+    ] = "kubernetes",
     delete: Annotated[
         bool,
         Parameter(
@@ -132,9 +160,8 @@ def kubernetes(
     if delete:
         if problem := label_problem("--namespace", namespace):
             raise UserError(problem)
-        return _undeploy(
-            DeployOptions(image=image or DEFAULT_IMAGE, watch=watch, namespace=namespace), kubeconfig, dry_run
-        )
+        options = DeployOptions(image=image or DEFAULT_IMAGE, watch=watch, namespace=namespace, auth=auth)
+        return _undeploy(options, kubeconfig, dry_run)
     note = image_note(image, "every node must be able to pull")
     image = DEFAULT_IMAGE if image is None else image
     if problem := image_problem(image) or label_problem("--namespace", namespace):
@@ -145,6 +172,8 @@ def kubernetes(
         namespace=namespace,
         kernel_before_5_8=kernel_before_5_8,
         kernel_5_11_or_later=kernel_5_11_or_later,
+        dataset_dir=dataset_dir,
+        auth=auth,
     )
     if problem := options.problem():
         raise UserError(problem)

@@ -53,7 +53,9 @@ class MetricsPublisher:
             rows_dropped_total=counters.rows_dropped,
             compression_backlog_segments=counters.compression_backlog,
             compression_failures_total=counters.compression_failures,
+            live_files_lost_total=counters.live_files_lost,
         )
+        self._collector.live_file_lost_ns = counters.live_file_lost_ns
         samples, self._memory = series(poll, rows, health, self._memory, self._pod_names(rows))
         self._collector.publish(samples, health.poll_duration_s)
 

@@ -34,6 +34,22 @@ def run(
             "empty: none",
         ),
     ] = "",
+    auth: Annotated[
+        str,
+        Parameter(
+            env_var="CROFT_AUTH",
+            help="who may read /metrics and /dataset: none (whoever reaches the address), or kubernetes "
+            "(a bearer token the API server's TokenReview accepts, of a user a SubjectAccessReview "
+            "allows to get the route as a non-resource URL; README, 'Who may read the endpoint')",
+        ),
+    ] = "none",
+    serve_dataset: Annotated[
+        bool,
+        Parameter(
+            env_var="CROFT_SERVE_DATASET",
+            help="serve the dataset endpoint /dataset beside /metrics (--no-serve-dataset: /metrics only)",
+        ),
+    ] = True,
     rotate_secs: Annotated[
         int,
         Parameter(
@@ -111,6 +127,10 @@ def run(
     check_number("--linger", linger, 0, 7 * 86400, "seconds")
     if linger and (replay is None or not metrics_addr):
         raise UserError("--linger takes seconds >= 0 and needs --replay and --metrics-addr")
+    from croft.domain.access import AUTH_MODES
+
+    if auth not in AUTH_MODES:
+        raise UserError(f"--auth {auth!r} is not one of {', '.join(AUTH_MODES)}; give none or kubernetes")
     if node and not is_safe_name(node):
         raise UserError(f"--node {node!r} is not a plain name (letters, digits, . _ -); give the node's name")
     if not node and replay is None:
@@ -129,7 +149,11 @@ def run(
             "croft run needs root to read every process's /proc files and load eBPF: "
             "run it with sudo, or replay a recorded trace with --replay DIR"
         )
-    server, metrics = bootstrap.build_http_server(metrics_addr, dataset) if metrics_addr else (None, None)
+    server, metrics = (
+        bootstrap.build_http_server(metrics_addr, dataset if serve_dataset else None, auth)
+        if metrics_addr
+        else (None, None)
+    )
     try:
         if replay is not None:
             pipeline, runs = bootstrap.build_replay(settings, replay, metrics)

@@ -121,9 +121,30 @@ def _read(path: Path, node: str) -> TopSnapshot:
     try:
         return read_newest(path, node)
     except NoDataset as exc:
-        raise UserError(f"{exc}; start `croft run`, or point --dataset (DATASET_PATH) at a dataset") from exc
+        raise UserError(f"{exc}; {_what_to_do(path)}") from exc
     except OSError as exc:
         raise UserError(f"cannot read {exc.filename or path}: {exc.strerror}") from exc
+
+
+def _what_to_do(path: Path) -> str:
+    """What to do about a dataset with no poll yet, from whether a collector holds its lock."""
+    from croft.adapters.dataset.lock import holder
+
+    writer = holder(path if path.is_dir() else path.parent)
+    if writer is None:
+        return "start `croft run`, or point --dataset (DATASET_PATH) at a dataset"
+    watch = writer.get("watch")
+    if watch == "":
+        return (
+            f"{writer.named()} writes it, but without --watch it writes only GPU holders, and there is "
+            "none: restart it with --watch (WATCH_CGROUPS), e.g. "
+            "`WATCH_CGROUPS=system.slice,user.slice make run`"
+        )
+    under = f" under --watch {watch}" if watch else " it watches"
+    return (
+        f"{writer.named()} writes it: rows come from its second poll on (4 s), for GPU holders and the "
+        f"processes in cgroups{under}; if none come, compare its --watch with /proc/<pid>/cgroup"
+    )
 
 
 def _current(path: Path, node: str) -> tuple[Sequence[NodePoll], str]:

@@ -240,7 +240,10 @@ class HttpDatasetSource:
             text = reply.text(4096).strip()
         except TransportError:
             text = ""
-        first = text.splitlines()[0][:200] if text else ""
+        first = text.splitlines()[0][:300] if text else ""
+        if reply.status in (401, 403, 503) and first.startswith("croft: "):
+            # the collector's own refusal (croft run --auth kubernetes): it says why and what to do
+            return FetchError(f"{self.what} refused reading {what}: {first.removeprefix('croft: ')}")
         if reply.status in (401, 403):
             return FetchError(
                 f"the Kubernetes API denied reading {what} of {self.what} (HTTP {reply.status}): "

@@ -41,22 +41,22 @@ USAGE = pa.struct(
         pa.field("threads", pa.int64(), nullable=False),
         pa.field("ctx_voluntary_s", pa.float64(), nullable=False),
         pa.field("ctx_involuntary_s", pa.float64(), nullable=False),
-        pa.field("read_bytes_s", pa.float64(), nullable=False),
-        pa.field("write_bytes_s", pa.float64(), nullable=False),
-        pa.field("network_rx_bytes_s", pa.float64(), nullable=False),
-        pa.field("network_tx_bytes_s", pa.float64(), nullable=False),
-        pa.field("runqueue_s", pa.float64(), nullable=False),
+        pa.field("read_bytes_s", pa.float64()),
+        pa.field("write_bytes_s", pa.float64()),
+        pa.field("network_rx_bytes_s", pa.float64()),
+        pa.field("network_tx_bytes_s", pa.float64()),
+        pa.field("runqueue_s", pa.float64()),
     ]
 )
 CGROUP_USAGE = pa.struct(
     [
-        pa.field("cpu_cores", pa.float64(), nullable=False),
-        pa.field("cpu_throttled_fraction", pa.float64(), nullable=False),
-        pa.field("memory_bytes", pa.int64(), nullable=False),
-        pa.field("oom_kills", pa.int64(), nullable=False),
-        pa.field("cpu_pressure_avg10", pa.float64(), nullable=False),
-        pa.field("memory_pressure_avg10", pa.float64(), nullable=False),
-        pa.field("io_pressure_avg10", pa.float64(), nullable=False),
+        pa.field("cpu_cores", pa.float64()),
+        pa.field("cpu_throttled_fraction", pa.float64()),
+        pa.field("memory_bytes", pa.int64()),
+        pa.field("oom_kills", pa.int64()),
+        pa.field("cpu_pressure_avg10", pa.float64()),
+        pa.field("memory_pressure_avg10", pa.float64()),
+        pa.field("io_pressure_avg10", pa.float64()),
     ]
 )
 SYSCALL = pa.struct([pa.field("name", _DICT, nullable=False), pa.field("rate_per_sec", pa.float64())])

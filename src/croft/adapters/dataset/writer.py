@@ -18,6 +18,13 @@ Durability (the fsync policy):
   what a power loss can take. `close()` syncs it;
 - a compressed segment is fsynced before it is renamed into place, the directory after every rename
   and removal, and the plain copy is removed only after that.
+
+One writer per directory: the writer holds the directory's lock (`croft.adapters.dataset.lock`)
+from start to `close()`, so a second collector on the same directory refuses to start. Before each
+poll's write it checks that its live file is still the file at its path (device and inode of its
+fd against the path's): one renamed or deleted under it (by a person, or a collector that ignored
+the lock) is logged, counted (`WriterCounters.live_files_lost`) and replaced by a new live file,
+never written on while unlinked.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ from croft.adapters.dataset.compressor import (
 )
 from croft.adapters.dataset.disk import OS_DISK, Disk, fsync_directory, write_all
 from croft.adapters.dataset.files import first_row_ms, kind_of, shown
+from croft.adapters.dataset.lock import DatasetLock
 from croft.domain.dataset.rotation import (
     FileFact,
     Limits,
@@ -74,6 +82,10 @@ class WriterCounters:
     compression_backlog: int
     segments_deleted: int
     bytes_deleted: int
+    live_files_lost: int = 0
+    """Times the live file was found renamed or deleted under the writer (see the module docstring)."""
+    live_file_lost_ns: int | None = None
+    """When that was last found (the poll's monotonic ns); None when never."""
 
 
 def list_directory(directory: Path) -> list[FileFact]:
@@ -129,25 +141,22 @@ class DatasetWriter:
         background: bool = True,
         queue_capacity: int = 16,
         disk: Disk = OS_DISK,
+        about: tuple[tuple[str, str], ...] = (),
     ) -> None:
+        """`about`: what the collector was asked (`key=value` pairs), written in the directory's
+        lock file for whoever finds it held (`croft.adapters.dataset.lock`)."""
         self._path = path
         self._dir = path.parent
         self._limits = limits
         self._naming = Naming.for_live(path.name)
         self._disk = disk
-        fd = self._open_at_start()
+        self._lock: DatasetLock | None = None
+        fd = self._open_at_start(about)
         self._fd: int | None = fd
         self.compressor = SegmentCompressor(
             self._dir, self._naming, level=level, capacity=queue_capacity, disk=disk
         )
-        st = os.fstat(fd)
-        first = first_row_ms(path) if st.st_size else None
-        # A live file found at start holds an earlier run's rows: it is closed at the first poll.
-        self._live = LiveFile(
-            st.st_size,
-            st.st_mtime_ns // 1_000_000 if st.st_size and first is None else first,
-            left_by_earlier_run=st.st_size > 0,
-        )
+        self._live = self._found_live(fd)
         self._known: tuple[Segment, ...] = ()
         self._retry_after: dict[SegmentName, int] = {}
         self._blocked: set[SegmentName] = set()
@@ -160,6 +169,8 @@ class DatasetWriter:
         self._dropped_since_log = 0
         self._rows_written = self._rows_dropped = self._write_failures = 0
         self._closed = self._deleted = self._bytes_deleted = 0
+        self._lost = 0
+        self._lost_ns: int | None = None
         self._recover()
         if background:
             self.compressor.start()
@@ -176,6 +187,7 @@ class DatasetWriter:
         rotation = plan_rotation(self._live, now_ms, self._limits, taken, now_monotonic_ns=mono_ns)
         if rotation is not None:
             self._rotate(rotation, now_ms)
+        self._check_live(mono_ns)
         written = self._write(lines, now_ms, mono_ns) if lines else 0
         news, failed = self.compressor.take_news()
         for segment in failed:
@@ -195,6 +207,9 @@ class DatasetWriter:
                 LOG.warning("could not sync %s at close: %s", self._path, exc.strerror)
             os.close(self._fd)
             self._fd = None
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     def counters(self) -> WriterCounters:
         return WriterCounters(
@@ -207,6 +222,8 @@ class DatasetWriter:
             compression_backlog=sum(s.waiting for s in self._known),
             segments_deleted=self._deleted,
             bytes_deleted=self._bytes_deleted,
+            live_files_lost=self._lost,
+            live_file_lost_ns=self._lost_ns,
         )
 
     def compress_now(self) -> None:
@@ -215,7 +232,7 @@ class DatasetWriter:
 
     # --- start ---------------------------------------------------------------------------------
 
-    def _open_at_start(self) -> int:
+    def _open_at_start(self, about: tuple[tuple[str, str], ...]) -> int:
         where = f"the dataset directory {shown(self._dir)}"
         fix = "choose another --dataset (DATASET_PATH) or make the directory writable"
         try:
@@ -238,10 +255,23 @@ class DatasetWriter:
             )
         if not os.access(self._dir, os.W_OK | os.X_OK):
             raise UserError(f"cannot write to {where}; {fix}")
+        self._lock = DatasetLock.acquire(self._dir, about)
         try:
             return _open_live(self._path)
         except OSError as exc:
+            self._lock.release()
             raise UserError(f"cannot open {shown(self._path)} for writing: {exc.strerror}; {fix}") from exc
+
+    def _found_live(self, fd: int) -> LiveFile:
+        """The live file open at `fd`, as found: one that holds rows holds an earlier writer's, and
+        is closed at the next poll."""
+        st = os.fstat(fd)
+        first = first_row_ms(self._path) if st.st_size else None
+        return LiveFile(
+            st.st_size,
+            st.st_mtime_ns // 1_000_000 if st.st_size and first is None else first,
+            left_by_earlier_run=st.st_size > 0,
+        )
 
     def _recover(self) -> None:
         segments = segments_on_disk(list_directory(self._dir), self._naming)
@@ -316,6 +346,41 @@ class DatasetWriter:
             LOG.warning("could not sync %s: %s", self._dir, exc.strerror)
         self.compressor.submit(segment)
         self._next_housekeeping_ms = None
+
+    def _check_live(self, mono_ns: int) -> None:
+        """Start a new live file when the one open is no longer the file at its path."""
+        if self._fd is None:
+            return
+        mine = os.fstat(self._fd)
+        try:
+            there = self._path.lstat()
+        except FileNotFoundError:
+            what = "renamed or deleted"
+        except OSError:
+            return  # cannot tell: the write goes on
+        else:
+            if (there.st_dev, there.st_ino) == (mine.st_dev, mine.st_ino):
+                return
+            what = "replaced by another file"
+        self._lost += 1
+        self._lost_ns = mono_ns
+        LOG.warning(
+            "the live file %s was %s under this collector (another collector on this directory, or a "
+            "person?): the rows written since it was last checked went with it; starting a new live "
+            "file (%d times since start)",
+            self._path,
+            what,
+            self._lost,
+        )
+        os.close(self._fd)
+        try:
+            self._fd = _open_live(self._path)
+        except OSError:
+            self._fd = None  # the write tries again, and drops its rows if it cannot
+            self._live = LiveFile(0, None)
+        else:
+            self._live = self._found_live(self._fd)
+        self._last_write_ms = self._last_write_ns = None
 
     def _write(self, lines: bytes, now_ms: int, mono_ns: int) -> int:
         rows = lines.count(b"\n")

@@ -130,7 +130,7 @@ class BccKernelSource:
         if not self.has_net:
             log.warning(
                 "no sock:sock_send_length/sock_recv_length tracepoints (Linux 6.3+, tracefs mounted): "
-                "per-process network bytes stay 0"
+                "per-process network bytes are left out of the rows"
             )
         self.has_ingress = bcc_loader.has_tracepoint("tcp", "tcp_probe") and bcc_loader.has_tracepoint(
             "sock", "inet_sock_set_state"
@@ -254,6 +254,7 @@ class BccKernelSource:
             spilled_entries=spilled_now,
             endpoints=self._endpoints(drained),
             counts_endpoints=self._drain_endpoints is not None,
+            counts_network=self._drain_net is not None,
         )
 
     def _endpoints(self, drained: int) -> tuple[EndpointCounts, ...]:

@@ -10,7 +10,7 @@ One cgroup per row (`croft.domain.collector.container.row_cgroup`): a row names 
 path that names the process's container (else its v2 path, else its first non-root v1 path), and
 every number is read from a hierarchy in which the process sits at exactly P: the v1 controller's
 file when that controller's path is P, else the v2 file when the v2 path is P and the file exists,
-else nothing (the field is None and the row writes 0). A hybrid host whose v1 cpuacct path is `/`
+else nothing (the field is None and the row leaves it out). A hybrid host whose v1 cpuacct path is `/`
 while the v2 path is `/ux-test` therefore gives the row `/ux-test`'s own v2 CPU, never the v1
 root's; a v1 memory cgroup elsewhere is not read. Sources: CPU usage `cpuacct.usage` (v1, ns) or
 `cpu.stat` usage_usec (v2); throttling `cpu.stat` nr_periods/nr_throttled (both); memory
@@ -54,6 +54,17 @@ class CgroupFS:
                     for name in entry.name.split(","):
                         key = name if name in _KNOWN_V1 else f"name={name}"
                         self.v1.setdefault(key, str(entry))
+
+    def offered(self) -> tuple[frozenset[str], frozenset[str], bool]:
+        """(controllers mounted as v1, controllers the v2 tree offers, whether it has PSI files):
+        what `croft.domain.collector.silence.absent_figures` says at start."""
+        v2: frozenset[str] = frozenset()
+        psi = False
+        if self.unified is not None:
+            text = _file_text(f"{self.unified}/cgroup.controllers")
+            v2 = frozenset(text.split())
+            psi = Path(self.unified, "cpu.pressure").exists()
+        return frozenset(self.v1), v2, psi
 
     @property
     def layout(self) -> str:
@@ -138,6 +149,13 @@ _KNOWN_V1 = frozenset(
     {"cpu", "cpuacct", "cpuset", "memory", "devices", "freezer", "net_cls", "net_prio", "blkio"}
     | {"perf_event", "hugetlb", "pids", "rdma", "misc"}
 )
+
+
+def _file_text(path: str) -> str:
+    try:
+        return read_bytes(path).decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def _keyed(data: bytes | None) -> dict[str, int]:

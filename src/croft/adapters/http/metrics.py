@@ -48,6 +48,8 @@ class SnapshotCollector:
         self._poll_seconds: Histogram | None = None
         self.last_publish_ns: int | None = None
         """When `publish` was last called (monotonic ns; None before the first, or without a clock)."""
+        self.live_file_lost_ns: int | None = None
+        """When the dataset writer last found its live file renamed or deleted (monotonic ns)."""
 
     def publish(self, samples: tuple[Sample, ...], poll_duration_s: float | None = None) -> None:
         """Replace what scrapes see with `samples` (labels sorted, families contiguous); count

@@ -13,13 +13,16 @@ TEXT = "text/plain; charset=utf-8"
 
 
 def healthz(
-    last_poll_ns: Callable[[], int | None], monotonic_ns: Callable[[], int]
+    last_poll_ns: Callable[[], int | None],
+    monotonic_ns: Callable[[], int],
+    live_file_lost_ns: Callable[[], int | None] = lambda: None,
 ) -> Callable[[Request], Response]:
     """A handler answering 200 "ok: ..." while polls are current, 503 with the reason otherwise;
-    `last_poll_ns` says when the newest poll was published (monotonic ns, None before the first)."""
+    `last_poll_ns` says when the newest poll was published (monotonic ns, None before the first),
+    `live_file_lost_ns` when the writer last found its live file gone (see `health`)."""
 
     def handler(_: Request) -> Response:
-        answer = health(last_poll_ns(), monotonic_ns())
+        answer = health(last_poll_ns(), monotonic_ns(), live_file_lost_ns=live_file_lost_ns())
         body = (answer.text + "\n").encode()
         return Response(answer.status, TEXT, body, headers=(("Cache-Control", "no-store"),))
 

@@ -4,8 +4,10 @@
 adds a route (`/metrics`, the `/dataset` routes), `start()` serves on daemon threads, `close()`
 stops. A handler gets a `Request` and returns a `Response`; the longest matching prefix wins; a
 path no route matches is a 404, a handler that raises is a 500 (logged), never a dead server. Only
-GET and HEAD. Each connection has a socket timeout, so a stuck client holds one thread, not the
-collector: the poll loop shares nothing with these threads but the immutable values it publishes.
+GET and HEAD. `guard(check)` puts `check` in front of every route: it answers a request itself
+(a refusal) or lets it through (None); `croft run --auth kubernetes` guards /metrics and /dataset.
+Each connection has a socket timeout, so a stuck client holds one thread, not the collector: the
+poll loop shares nothing with these threads but the immutable values it publishes.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ class Response:
 
 
 Handler = Callable[[Request], Response]
+Guard = Callable[[Request], Response | None]
 
 
 def parse_address(text: str, option: str = "--metrics-addr") -> tuple[str, int]:
@@ -73,6 +76,7 @@ class HttpServer:
     def __init__(self, host: str, port: int) -> None:
         """Listen on (host, port) now; raises OSError when it cannot (see `bind`)."""
         self._routes: dict[str, Handler] = {}
+        self._guard: Guard | None = None
         self._thread: threading.Thread | None = None
 
         class Server(ThreadingHTTPServer):
@@ -80,7 +84,7 @@ class HttpServer:
             daemon_threads = True
             request_queue_size = LISTEN_BACKLOG
 
-        self._server = Server((host, port), _handler_class(self._resolve))
+        self._server = Server((host, port), _handler_class(self._resolve, lambda: self._guard))
 
     @classmethod
     def bind(cls, address: str, option: str = "--metrics-addr") -> HttpServer:
@@ -103,6 +107,10 @@ class HttpServer:
     def route(self, path_prefix: str, handler: Handler) -> None:
         """Serve `path_prefix` (the path itself and anything under `path_prefix/`) with `handler`."""
         self._routes[path_prefix.rstrip("/") or "/"] = handler
+
+    def guard(self, check: Guard) -> None:
+        """Ask `check` first about every request (see the module docstring)."""
+        self._guard = check
 
     def start(self) -> None:
         """Serve on a daemon thread until `close`."""
@@ -127,7 +135,9 @@ class HttpServer:
         return self._routes.get(best) if best is not None else None
 
 
-def _handler_class(resolve: Callable[[str], Handler | None]) -> type[BaseHTTPRequestHandler]:
+def _handler_class(
+    resolve: Callable[[str], Handler | None], guard: Callable[[], Guard | None]
+) -> type[BaseHTTPRequestHandler]:
     class RouteHandler(BaseHTTPRequestHandler):
         timeout = CLIENT_TIMEOUT_S
         server_version = "croft"
@@ -146,7 +156,9 @@ def _handler_class(resolve: Callable[[str], Handler | None]) -> type[BaseHTTPReq
             else:
                 request = Request(self.command, parts.path, parts.query, tuple(self.headers.items()))
                 try:
-                    response = handler(request)
+                    check = guard()
+                    refusal = check(request) if check is not None else None
+                    response = refusal if refusal is not None else handler(request)
                 except Exception:
                     log.exception("GET %s failed", parts.path)
                     response = Response(500, "text/plain; charset=utf-8", b"internal error\n")

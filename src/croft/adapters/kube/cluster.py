@@ -129,8 +129,21 @@ class Kube:
         items = body.get("items") if isinstance(body, Mapping) else None
         return [item for item in items or [] if isinstance(item, Mapping)]
 
-    def http(self, timeout_s: float) -> httpx.Client:
-        """An httpx client for the same API server with the same credentials, for byte streams."""
+    def reader_token(self, namespace: str, account: str) -> str:
+        """A short-lived token of the ServiceAccount `account` of `namespace` (the TokenRequest API),
+        for a collector that checks who reads it (`croft.domain.access`). Raises the port's errors:
+        `NotFound` where no such account was deployed, `Denied` where the user may not ask."""
+        from croft.domain.access import issued_token, token_request
+
+        path = f"/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token"
+        token = issued_token(self.call("POST", path, body=token_request()))
+        if token is None:
+            raise KubeError(f"POST {path}: the API server answered with no token")
+        return token
+
+    def http(self, timeout_s: float, headers: Mapping[str, str] | None = None) -> httpx.Client:
+        """An httpx client for the same API server with the same credentials, for byte streams;
+        `headers` go with every request (a reader's token for the collectors)."""
         cfg = self.configuration
         verify: ssl.SSLContext | bool = False
         if cfg.verify_ssl:
@@ -143,6 +156,7 @@ class Kube:
             auth=_ConfigurationAuth(cfg),
             timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0)),
             trust_env=False,
+            headers=dict(headers or {}),
         )
 
 

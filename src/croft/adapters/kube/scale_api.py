@@ -11,6 +11,7 @@ message is one sentence naming what failed and what to do.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -20,6 +21,7 @@ import httpx
 from croft.adapters.kube.port import Denied, KubeError, NotFound, Unreachable
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+READER_RETRY_S = 60.0  # how long a missing or refused reader token is not asked for again
 
 
 class KubeClient:
@@ -36,8 +38,11 @@ class KubeClient:
         backoff_s: float = 0.2,
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        self._monotonic = monotonic
+        self._reader_tokens: dict[str, tuple[str | None, float]] = {}
         self._attempts = max(attempts, 1)
         self._backoff_s = backoff_s
         self._sleep = sleep
@@ -70,6 +75,10 @@ class KubeClient:
             if response.status_code in RETRY_STATUSES:
                 problem = f"HTTP {response.status_code} {_message(response)}".rstrip()
                 continue
+            if response.status_code in (401, 403) and response.text.startswith("croft: "):
+                # the collector's own refusal (croft run --auth kubernetes): it says why and what to do
+                refusal = response.text.strip().splitlines()[0].removeprefix("croft: ")
+                raise Denied(f"{what}: the collector refused: {refusal}", response.status_code)
             if response.status_code in (401, 403):
                 raise Denied(
                     f"the Kubernetes API denied {what} (HTTP {response.status_code}): grant that verb to "
@@ -118,13 +127,46 @@ class KubeClient:
         spec = _json(response).get("spec") or {}
         return int(spec.get("replicas", replicas))
 
-    def pod_metrics(self, namespace: str, pod: str, port: int, query: str = "") -> str:
+    def pod_metrics(self, namespace: str, pod: str, port: int, query: str = "", path: str = "metrics") -> str:
         """A pod's /metrics text through the API server's pod proxy, which passes `query` (the part of
-        the URL after `?`) on to the pod; one try (the next poll retries)."""
-        url = f"/api/v1/namespaces/{namespace}/pods/{pod}:{port}/proxy/metrics"
+        the URL after `?`) on to the pod; one try (the next poll retries). With a metrics reader's
+        token where the collectors' namespace has that account (`croft.domain.access`): collectors
+        that check who reads let croft scale in."""
+        url = f"/api/v1/namespaces/{namespace}/pods/{pod}:{port}/proxy/{path}"
         if query:
             url = f"{url}?{query}"
-        return self._call("GET", url, f"get /metrics of pod {namespace}/{pod}", attempts=1).text
+        what = f"get /{path} of pod {namespace}/{pod}"
+        return self._call("GET", url, what, attempts=1, headers=self._reader_headers(namespace)).text
+
+    def _reader_headers(self, namespace: str) -> dict[str, str]:
+        """The reader token's header for `namespace`'s collectors, asked for again when 4/5 of its
+        life is gone; none (for `READER_RETRY_S`) where the account is missing or may not be asked."""
+        from croft.domain.access import (
+            FORWARDED_HEADER,
+            METRICS_READER,
+            READER_TOKEN_S,
+            issued_token,
+            token_request,
+        )
+
+        now = self._monotonic()
+        token, until = self._reader_tokens.get(namespace, (None, 0.0))
+        if now < until:
+            return {FORWARDED_HEADER: f"Bearer {token}"} if token else {}
+        path = f"/api/v1/namespaces/{namespace}/serviceaccounts/{METRICS_READER}/token"
+        try:
+            answer = _json(self._call("POST", path, f"create a {METRICS_READER} token", json=token_request()))
+            token, until = issued_token(answer), now + READER_TOKEN_S * 0.8
+        except KubeError as exc:
+            if not isinstance(exc, NotFound):
+                print(
+                    f"croft: no {METRICS_READER} token ({exc}); reading /metrics without one",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            token, until = None, now + READER_RETRY_S
+        self._reader_tokens[namespace] = (token, until)
+        return {FORWARDED_HEADER: f"Bearer {token}"} if token else {}
 
 
 def _message(response: httpx.Response) -> str:

@@ -52,7 +52,9 @@ class KernelSample:
     them, no process does. `dropped_entries` counts updates that fit nowhere (lost), `spilled_entries`
     the updates that went to `spilled`. `endpoints` holds the TCP arrivals per local endpoint;
     `counts_endpoints` says the tracepoints behind them are attached (False in traces recorded
-    before, and where they are not: no arrival is then known, rather than none)."""
+    before, and where they are not: no arrival is then known, rather than none). `counts_network`
+    says the socket tracepoints behind `net_rx_bytes`/`net_tx_bytes` are attached (Linux 6.3+;
+    True in traces recorded before): without them no process's network bytes are known."""
 
     syscalls: Mapping[int, Mapping[str, int]] = attrs.field(factory=dict)
     gpu_ioctls: Mapping[int, GpuIoctls] = attrs.field(factory=dict)
@@ -64,6 +66,7 @@ class KernelSample:
     spilled_entries: int = 0
     endpoints: tuple[EndpointCounts, ...] = ()
     counts_endpoints: bool = False
+    counts_network: bool = True
 
 
 @attrs.frozen

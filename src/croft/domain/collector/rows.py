@@ -35,7 +35,14 @@ from croft.domain.collector.container import display_path, membership_container_
 from croft.domain.collector.frameworks import Matcher
 from croft.domain.collector.gpu_use import gpu_uses
 from croft.domain.collector.ingress import active, ingress
-from croft.domain.collector.rates import NS_PER_S, PER_S_DIGITS, CgroupRates, ProcessRates, per_s
+from croft.domain.collector.rates import (
+    NS_PER_S,
+    PER_S_DIGITS,
+    UNREAD_CGROUP,
+    CgroupRates,
+    ProcessRates,
+    per_s,
+)
 from croft.domain.collector.selection import IDLE_EVERY, watched
 from croft.domain.collector.snapshot import (
     CgroupMembership,
@@ -431,7 +438,7 @@ def _cgroup_rates(
 ) -> CgroupRates | None:
     if cgroup is None:
         # cgroupfs said nothing about it: nothing measured, not a reason to skip the process.
-        return CgroupRates(cpu_cores=0.0, cpu_throttled_fraction=0.0) if interval_ns > 0 else None
+        return UNREAD_CGROUP if interval_ns > 0 else None
     return CgroupRates.new(cgroup, before.get(cgroup.membership), interval_ns)
 
 
@@ -516,8 +523,8 @@ def _row(
             ctx_involuntary_s=rates.ctx_involuntary_s,
             read_bytes_s=rates.read_bytes_s,
             write_bytes_s=rates.write_bytes_s,
-            network_rx_bytes_s=per_s(rx, interval_s) if rx else 0.0,
-            network_tx_bytes_s=per_s(tx, interval_s) if tx else 0.0,
+            network_rx_bytes_s=per_s(rx or 0, interval_s) if kernel.counts_network else None,
+            network_tx_bytes_s=per_s(tx or 0, interval_s) if kernel.counts_network else None,
             runqueue_s=rates.runqueue_s,
         ),
         cgroup_usage=cgroup_usage,
@@ -531,16 +538,17 @@ def _row(
 
 
 def _cgroup_usage(cgroup: CgroupSample | None, group_rates: CgroupRates) -> CgroupUsage:
+    """The row's cgroup figures; one the cgroup does not offer (None in the sample) stays None."""
     if cgroup is None:
         cgroup = CgroupSample(membership=CgroupMembership(unified=None))
     return CgroupUsage(
         cpu_cores=group_rates.cpu_cores,
         cpu_throttled_fraction=group_rates.cpu_throttled_fraction,
-        memory_bytes=cgroup.memory_bytes or 0,
-        oom_kills=cgroup.oom_kills or 0,
-        cpu_pressure_avg10=cgroup.cpu_pressure_avg10 or 0.0,
-        memory_pressure_avg10=cgroup.memory_pressure_avg10 or 0.0,
-        io_pressure_avg10=cgroup.io_pressure_avg10 or 0.0,
+        memory_bytes=cgroup.memory_bytes,
+        oom_kills=cgroup.oom_kills,
+        cpu_pressure_avg10=cgroup.cpu_pressure_avg10,
+        memory_pressure_avg10=cgroup.memory_pressure_avg10,
+        io_pressure_avg10=cgroup.io_pressure_avg10,
     )
 
 

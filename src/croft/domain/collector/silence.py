@@ -48,3 +48,55 @@ def unmatched_watch(watch: tuple[str, ...], mount: str) -> str:
         f"--watch {','.join(watch)} matches no cgroup under {mount} now: only GPU holders are written "
         "until one appears; compare the prefixes with the paths in /proc/<pid>/cgroup"
     )
+
+
+def absent_figures(
+    layout: str, v1: frozenset[str], v2: frozenset[str], psi: bool, root: str = "/sys/fs/cgroup"
+) -> str | None:
+    """The line to log once at start naming the cgroup figures this host's layout cannot give a
+    row (they are left out of it, never written 0), or None when it gives them all. `layout` is
+    cgroupfs's ('v2', 'hybrid', 'v1', 'none'); `v1` the controllers mounted as v1, `v2` those the
+    v2 tree offers (its root's cgroup.controllers), `psi` whether it has PSI files."""
+    if layout == "none":
+        return f"no cgroups under {root}: no row has cgroup figures (cgroup_usage is empty)"
+    gone: list[str] = []
+    if layout == "v1":
+        if not psi:
+            gone.append("PSI pressure (cgroup v1 has none)")
+        for controller, figure in _V1_FIGURES:
+            if controller not in v1:
+                gone.append(f"{figure} (no v1 {controller} controller)")
+        return _every_row(gone)
+    if layout == "hybrid":
+        bound = [f for c, f in _V1_FIGURES if c in v1 and c not in v2 and c != "cpuacct"]
+        parts = []
+        if bound:
+            listed = ", ".join(bound).replace(" and ", ", ")
+            head, _, last = listed.rpartition(", ")
+            parts.append(
+                f"a row whose cgroup is a v2 path gets no {head + ' or ' + last if head else last} "
+                "(bound to cgroup v1 here: the v1 cgroup it also sits in is another cgroup)"
+            )
+        parts.append("one whose cgroup is a v1 path gets no PSI pressure (cgroup v1 has none)")
+        return "hybrid cgroups: " + "; ".join(parts) + "; these are left out of the rows, never written 0"
+    for controller, figure in _V2_FIGURES:
+        if controller not in v2:
+            gone.append(f"{figure} (the v2 tree offers no {controller} controller)")
+    if not psi:
+        gone.append("PSI pressure (the kernel has no PSI: psi=0 or CONFIG_PSI off)")
+    return _every_row(gone)
+
+
+def _every_row(gone: list[str]) -> str | None:
+    return "cgroup figures this host cannot give, left out of every row: " + "; ".join(gone) if gone else None
+
+
+_V1_FIGURES = (
+    ("memory", "memory and OOM kills"),
+    ("cpu", "CPU throttling"),
+    ("cpuacct", "cgroup CPU"),
+)
+_V2_FIGURES = (
+    ("memory", "memory and OOM kills"),
+    ("cpu", "CPU throttling"),
+)

@@ -22,7 +22,8 @@ from the frame's start. A body holds the group's polls in (node, unix_ms) order 
 `{"nodes": [...], "sets": [[tgid, ...], ...], "node": [...], "ms": [...], "cpu": [...], "memory":
 [...], "throttled": [...], "pressure": [...], "gpu": [...], "set": [...]}`: `node` and `set` index
 `nodes` and `sets`, `ms` is the first unix_ms then each one's step from the one before, a
-whole-number memory is written as an integer and `gpu` as 0 or 1 (read back as the same floats).
+whole-number memory is written as an integer and `gpu` as 0 or 1 (read back as the same floats); a
+figure no row of the poll had (the cgroup does not offer it) is null.
 A group with GPU figures in any poll has two columns more, `gpu_memory` (bytes) and `gpu_busy`
 (hundredths of a percent), null where a poll has none; a group without, and every group of a
 segment summarized before them, has neither.
@@ -76,9 +77,10 @@ class PollGroups:
             elif unix_ms > group[1]:
                 group[1] = unix_ms
             cg = view.cgroup_usage
+            memory = cg.memory_bytes
             figures = (
                 cg.cpu_cores,
-                float(cg.memory_bytes),
+                None if memory is None else float(memory),
                 cg.cpu_throttled_fraction,
                 cg.cpu_pressure_avg10,
                 1.0 if view.workload in GPU_WORKLOADS else 0.0,
@@ -90,7 +92,7 @@ class PollGroups:
                 group[2][where] = [*figures, {view.tgid}, gpu_memory, gpu_busy]
                 continue
             for at in range(5):
-                known[at] = max(known[at], figures[at])
+                known[at] = max_present(known[at], figures[at])
             known[5].add(view.tgid)
             for at, value in ((6, gpu_memory), (7, gpu_busy)):
                 if value is not None:
@@ -98,13 +100,20 @@ class PollGroups:
 
     def exact(self) -> bool:
         """Whether every figure is finite and none is -0.0 (whose maximum with 0.0 depends on the
-        order): only then are the groups written."""
+        order): only then are the groups written. An absent figure (None) is exact."""
         return all(
-            math.isfinite(value) and math.copysign(1.0, value) > 0
+            value is None or (math.isfinite(value) and math.copysign(1.0, value) > 0)
             for _, _, polls in self.groups.values()
             for figures in polls.values()
             for value in figures[:5]
         )
+
+
+def max_present(a: float | None, b: float | None) -> float | None:
+    """The larger of two figures, either of which may be absent (None): absent only when both are."""
+    if a is None:
+        return b
+    return a if b is None else max(a, b)
 
 
 def encode_frame(groups: PollGroups) -> tuple[bytes, list[int]]:
@@ -147,7 +156,7 @@ def _columns(polls: dict[tuple[str, int], list[Any]]) -> dict[str, list[Any]]:
         last_ms = unix_ms
         cpu, memory, throttled, pressure, gpu, tgids, gpu_memory, gpu_busy = figures
         columns["cpu"].append(cpu)
-        columns["memory"].append(int(memory) if memory.is_integer() else memory)
+        columns["memory"].append(int(memory) if memory is not None and memory.is_integer() else memory)
         columns["throttled"].append(throttled)
         columns["pressure"].append(pressure)
         columns["gpu"].append(int(gpu))
@@ -162,10 +171,14 @@ def _columns(polls: dict[tuple[str, int], list[Any]]) -> dict[str, list[Any]]:
 
 def polls_of(
     body: dict[str, Any],
-) -> list[tuple[int, int, float, float, float, float, float, int, int | None, int | None]]:
+) -> list[
+    tuple[
+        int, int, float | None, float | None, float | None, float | None, float, int, int | None, int | None
+    ]
+]:
     """A body's polls: (node, unix_ms, cpu_cores, memory_bytes, throttled, pressure, gpu, set,
-    gpu memory, gpu busy), the figures as the floats they were, the GPU ones as their integers
-    (None: not measured, or a body without them)."""
+    gpu memory, gpu busy), the figures as the floats they were (None where absent: JSON null),
+    the GPU ones as their integers (None: not measured, or a body without them)."""
     times: list[int] = []
     unix_ms = 0
     for step in body["ms"]:
@@ -175,10 +188,10 @@ def polls_of(
         zip(
             body["node"],
             times,
-            map(float, body["cpu"]),
-            map(float, body["memory"]),
-            map(float, body["throttled"]),
-            map(float, body["pressure"]),
+            map(_figure, body["cpu"]),
+            map(_figure, body["memory"]),
+            map(_figure, body["throttled"]),
+            map(_figure, body["pressure"]),
             map(float, body["gpu"]),
             body["set"],
             body.get("gpu_memory", [None] * len(times)),
@@ -186,6 +199,10 @@ def polls_of(
             strict=True,
         )
     )
+
+
+def _figure(value: float | None) -> float | None:
+    return None if value is None else float(value)
 
 
 def decode_index(raw: bytes, crc32: int, frame_bytes: int) -> Index | None:

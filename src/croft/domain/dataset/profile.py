@@ -21,15 +21,17 @@ from typing import Any
 import attrs
 
 from croft.domain.dataset.gpus import exact_figures
+from croft.domain.dataset.poll_groups import max_present
 from croft.domain.dataset.skips import SkipTally
 from croft.domain.dataset.workloads import GPU_WORKLOADS
 
 MIN_PREFIX = 4
 METRICS = ("cpu_cores", "memory_bytes", "cpu_throttled_fraction", "cpu_pressure_avg10")
 
-# Per poll: cpu_cores, memory_bytes, cpu_throttled_fraction, cpu_pressure_avg10, holds a GPU (0/1),
-# then GPU memory bytes and GPU busy in hundredths of a percent (None: no row measured them).
-PollFigures = tuple[float, float, float, float, float, int | None, int | None]
+# Per poll: cpu_cores, memory_bytes, cpu_throttled_fraction, cpu_pressure_avg10 (each None where
+# the rows did not measure it: the cgroup does not offer it), holds a GPU (0/1), then GPU memory
+# bytes and GPU busy in hundredths of a percent (None: no row measured them).
+PollFigures = tuple[float | None, float | None, float | None, float | None, float, int | None, int | None]
 GPU_METRICS = ("gpu_memory_bytes", "gpu_percent")
 
 
@@ -100,12 +102,13 @@ class ContainerTrack:
 
 
 def _pairwise_max(a: PollFigures, b: PollFigures) -> PollFigures:
-    """Two sets of rows of one poll together: the cgroup figures' maximum, the GPU figures' sum."""
+    """Two sets of rows of one poll together: the cgroup figures' maximum (of those measured), the
+    GPU figures' sum."""
     return (
-        max(a[0], b[0]),
-        max(a[1], b[1]),
-        max(a[2], b[2]),
-        max(a[3], b[3]),
+        max_present(a[0], b[0]),
+        max_present(a[1], b[1]),
+        max_present(a[2], b[2]),
+        max_present(a[3], b[3]),
         max(a[4], b[4]),
         _plus(a[5], b[5]),
         _plus(a[6], b[6]),
@@ -178,7 +181,7 @@ class ProfileAccumulator:
         node = view.node or node
         cg = view.cgroup_usage
         gpu = 1.0 if view.workload in GPU_WORKLOADS else 0.0
-        cpu, memory = cg.cpu_cores, float(cg.memory_bytes)
+        cpu, memory = cg.cpu_cores, None if cg.memory_bytes is None else float(cg.memory_bytes)
         if self.subject.kind == "pid":
             cpu, memory = view.usage.cpu_cores, float(view.usage.rss_bytes)
         gpu_memory, gpu_busy = exact_figures(view.gpus)
@@ -238,12 +241,14 @@ class Profile:
     polls: int
     processes: int
     gpu_poll_share: float
-    spreads: tuple[Spread, Spread, Spread, Spread]  # in the order of METRICS
+    spreads: tuple[Spread | None, Spread | None, Spread | None, Spread | None]  # METRICS' order
     extra: tuple[tuple[str, Any], ...] = ()  # keys after the spec's: "cgroup" or "pid"
     gpu_spreads: tuple[Spread | None, Spread | None] = (None, None)  # in the order of GPU_METRICS
 
     def to_json(self) -> dict[str, Any]:
-        """The `croft profile` object: the keys users' scripts read, in order (tests/helpers/spec_keys.py)."""
+        """The `croft profile` object: the keys users' scripts read, in order (tests/helpers/spec_keys.py).
+        A figure no poll of the window measured (its cgroup does not offer it) is null, and named
+        in `not_measured`; one measured in some polls only is spread over those."""
         out: dict[str, Any] = {
             "container_id": self.container_id,
             "from_ms": self.from_ms,
@@ -253,12 +258,15 @@ class Profile:
             "processes": self.processes,
             "gpu_poll_share": self.gpu_poll_share,
         }
-        for name, spread in zip(METRICS, self.spreads, strict=True):
-            out[name] = {"mean": spread.mean, "p95": spread.p95, "max": spread.max}
-        out["memory_bytes"]["max"] = int(self.spreads[1].max)
+        named = list(zip(METRICS, self.spreads, strict=True))
+        for name, spread in named:
+            out[name] = None if spread is None else attrs.asdict(spread)
+        if self.spreads[1] is not None:
+            out["memory_bytes"]["max"] = int(self.spreads[1].max)
+        out["not_measured"] = [name for name, spread in named if spread is None]
         for name, gpu_spread in zip(GPU_METRICS, self.gpu_spreads, strict=True):
-            if gpu_spread is not None:
-                out[name] = {"mean": gpu_spread.mean, "p95": gpu_spread.p95, "max": gpu_spread.max}
+            if gpu_spread is not None:  # left out without GPU figures
+                out[name] = attrs.asdict(gpu_spread)
         if "gpu_memory_bytes" in out:
             out["gpu_memory_bytes"]["max"] = int(out["gpu_memory_bytes"]["max"])
         out.update(self.extra)
@@ -296,13 +304,14 @@ def profile_of(
         nodes=tuple(sorted({node for node, _ in keys})),
         polls=len(keys),
         processes=len(track.processes),
-        gpu_poll_share=sum(columns[4]) / len(keys),
-        spreads=(Spread.of(columns[0]), Spread.of(columns[1]), Spread.of(columns[2]), Spread.of(columns[3])),
+        gpu_poll_share=sum(v or 0.0 for v in columns[4]) / len(keys),
+        spreads=(_spread(columns[0]), _spread(columns[1]), _spread(columns[2]), _spread(columns[3])),
         gpu_spreads=(_spread(columns[5], 1), _spread(columns[6], 100)),
     )
 
 
-def _spread(values: Sequence[int | None], scale: int) -> Spread | None:
-    """The spread of a GPU figure over the polls that measured it (its integers over `scale`)."""
-    measured = [value / scale for value in values if value is not None]
+def _spread(values: Sequence[float | int | None], scale: int = 1) -> Spread | None:
+    """The spread of the measured ones of `values` (over `scale`: a GPU figure's integers); None
+    when none was measured."""
+    measured = [value / scale if scale != 1 else value for value in values if value is not None]
     return Spread.of(measured) if measured else None

@@ -53,30 +53,36 @@ class Process(Value, kw_only=True, frozen=True):
 
 
 class Usage(Value, kw_only=True, frozen=True):
-    """What the process did over the poll interval; every `_s` field is per second."""
+    """What the process did over the poll interval; every `_s` field is per second. A figure croft
+    could not read is None (left out), never 0: `read_bytes_s`/`write_bytes_s` where /proc/<pid>/io
+    is unreadable, `runqueue_s` without schedstats, the network figures without the kernel's socket
+    tracepoints (Linux < 6.3)."""
 
     cpu_cores: float
     rss_bytes: Int
     threads: Int
     ctx_voluntary_s: float
     ctx_involuntary_s: float
-    read_bytes_s: float
-    write_bytes_s: float
-    network_rx_bytes_s: float
-    network_tx_bytes_s: float
-    runqueue_s: float
+    read_bytes_s: float | None = None
+    write_bytes_s: float | None = None
+    network_rx_bytes_s: float | None = None
+    network_tx_bytes_s: float | None = None
+    runqueue_s: float | None = None
 
 
 class CgroupUsage(Value, kw_only=True, frozen=True):
-    """What the process's cgroup felt over the poll interval; `*_pressure_avg10` are PSI percentages."""
+    """What the process's cgroup felt over the poll interval; `*_pressure_avg10` are PSI percentages.
+    A figure the named cgroup does not offer is None (left out), never 0: PSI on cgroup v1; memory,
+    OOM kills and throttling of a v2 cgroup on a hybrid host (memory and cpu bound to v1);
+    throttling without CFS bandwidth counters; every figure when the cgroup could not be read."""
 
-    cpu_cores: float
-    cpu_throttled_fraction: float
-    memory_bytes: Int
-    oom_kills: Int
-    cpu_pressure_avg10: float
-    memory_pressure_avg10: float
-    io_pressure_avg10: float
+    cpu_cores: float | None = None
+    cpu_throttled_fraction: float | None = None
+    memory_bytes: Int | None = None
+    oom_kills: Int | None = None
+    cpu_pressure_avg10: float | None = None
+    memory_pressure_avg10: float | None = None
+    io_pressure_avg10: float | None = None
 
 
 class SyscallRate(Value, kw_only=True, frozen=True):

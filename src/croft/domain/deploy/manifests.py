@@ -33,9 +33,15 @@ from typing import Any
 
 import attrs
 
+from croft.domain.access import AUTH_MODES, DATASET_READER
 from croft.domain.deploy.labels import APP_LABEL, METRICS_PORT, SELECTOR
+from croft.domain.deploy.readers import reader_manifests, reader_role
 
 DATASET_DIR = "/var/lib/croft"
+DOCKER_WATCH = "docker/,system.slice/docker-"
+"""`croft deploy docker`'s default --watch: Docker's containers under either cgroup driver
+(cgroupfs: `/docker/<id>`; systemd: `/system.slice/docker-<id>.scope`), and not the daemon itself
+(`/system.slice/docker.service`): without it a host with no GPU would record nothing."""
 LIVE_NAME = "croft-dataset.jsonl"
 CAPABILITIES = ("BPF", "PERFMON", "SYS_RESOURCE", "SYS_PTRACE", "DAC_READ_SEARCH")
 CAPABILITIES_5_11 = tuple(c for c in CAPABILITIES if c != "SYS_RESOURCE")
@@ -72,7 +78,9 @@ def image_problem(image: str) -> str | None:
 class DeployOptions:
     """`image` the collector image, `watch` the comma-separated cgroup prefixes of `croft run
     --watch`, `namespace` where the Kubernetes objects go, `kernel_before_5_8` swaps CAP_BPF and
-    CAP_PERFMON for CAP_SYS_ADMIN, `kernel_5_11_or_later` leaves CAP_SYS_RESOURCE out."""
+    CAP_PERFMON for CAP_SYS_ADMIN, `kernel_5_11_or_later` leaves CAP_SYS_RESOURCE out,
+    `dataset_dir` is the host directory the collector writes, `auth` who may read its endpoints on
+    Kubernetes (`croft.domain.access`: "kubernetes" or "none")."""
 
     image: str = "croft-collector"
     watch: str = ""
@@ -80,6 +88,8 @@ class DeployOptions:
     port: int = METRICS_PORT
     kernel_before_5_8: bool = False
     kernel_5_11_or_later: bool = False
+    dataset_dir: str = DATASET_DIR  # the host's directory mounted as the dataset
+    auth: str = "kubernetes"  # the DaemonSet's `croft run --auth` (Docker's publishes on loopback only)
 
     @property
     def capabilities(self) -> tuple[str, ...]:
@@ -91,6 +101,15 @@ class DeployOptions:
         """Why these options contradict each other, or None."""
         if self.kernel_before_5_8 and self.kernel_5_11_or_later:
             return "--kernel-before-5-8 and --kernel-5-11-or-later contradict each other; pass one"
+        if self.auth not in AUTH_MODES:
+            return f"--auth {self.auth!r:.40} is not one of {', '.join(AUTH_MODES)}; give kubernetes or none"
+        if (
+            not self.dataset_dir.startswith("/")
+            or not self.dataset_dir.isprintable()
+            or ":" in self.dataset_dir
+        ):
+            shown = f"{self.dataset_dir!r:.100}"
+            return f"--dataset-dir {shown} is not an absolute host path; give e.g. {DATASET_DIR}"
         return None
 
     def collector_args(self) -> list[str]:
@@ -108,8 +127,9 @@ def docker_run_argv(options: DeployOptions, name: str = APP_LABEL) -> tuple[str,
     argv += ["--pid=host", "--cgroupns=host", "--uts=host", "--cap-drop=ALL"]  # uts: rows name the host
     argv += [f"--cap-add={cap}" for cap in options.capabilities]
     argv += ["--read-only", "--tmpfs=/tmp", "--security-opt=no-new-privileges"]
-    for _, path, read_only, _ in HOST_PATHS:
-        argv.append(f"--volume={path}:{path}{':ro' if read_only else ''}")
+    for name, path, read_only, _ in HOST_PATHS:
+        host = options.dataset_dir if name == "dataset" else path
+        argv.append(f"--volume={host}:{path}{':ro' if read_only else ''}")
     argv += [f"--publish=127.0.0.1:{options.port}:{options.port}", options.image]
     return (*argv, *options.collector_args())
 
@@ -127,7 +147,7 @@ def _container(options: DeployOptions) -> dict[str, Any]:
         "name": "collector",
         "image": options.image,
         "command": ["croft"],
-        "args": options.collector_args(),
+        "args": [*options.collector_args(), *(["--auth=kubernetes"] if options.auth == "kubernetes" else [])],
         # On GPU nodes the NVIDIA container runtime mounts NVML and the device nodes for these,
         # without taking a GPU from the scheduler; elsewhere they are ignored.
         "env": [
@@ -152,7 +172,8 @@ def _container(options: DeployOptions) -> dict[str, Any]:
             "failureThreshold": 3,
         },
         "livenessProbe": {
-            "httpGet": {"path": "/metrics", "port": "http"},
+            # "/" answers while the server runs, without a token (/metrics needs one: --auth kubernetes)
+            "httpGet": {"path": "/", "port": "http"},
             "initialDelaySeconds": 60,  # BCC compiles the programs first
             "periodSeconds": 20,
             "timeoutSeconds": 5,
@@ -175,7 +196,8 @@ def daemonset(options: DeployOptions) -> Manifest:
     """The collector DaemonSet: one pod per node, every taint tolerated so GPU nodes (and tainted
     nodes of every kind) get one, host pid namespace, no API token mounted (it calls no API)."""
     volumes: list[dict[str, Any]] = [
-        {"name": vol, "hostPath": {"path": path, "type": kind}} for vol, path, _, kind in HOST_PATHS
+        {"name": vol, "hostPath": {"path": options.dataset_dir if vol == "dataset" else path, "type": kind}}
+        for vol, path, _, kind in HOST_PATHS
     ]
     volumes.append({"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"}})
     return {
@@ -199,7 +221,8 @@ def daemonset(options: DeployOptions) -> Manifest:
                     "serviceAccountName": APP_LABEL,
                     # evicted last under node pressure, as node agents (CNI, kube-proxy) are
                     "priorityClassName": "system-node-critical",
-                    "automountServiceAccountToken": False,
+                    # the token asks the API server who reads /metrics and /dataset (--auth kubernetes)
+                    "automountServiceAccountToken": options.auth == "kubernetes",
                     "hostPID": True,
                     "nodeSelector": {"kubernetes.io/os": "linux"},
                     "tolerations": [{"operator": "Exists"}],
@@ -240,21 +263,15 @@ def manifests(options: DeployOptions) -> tuple[Manifest, ...]:
                 "ports": [{"name": "http", "port": options.port, "targetPort": "http", "protocol": "TCP"}],
             },
         },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "Role",
-            "metadata": _meta("croft-collect", options),
-            "rules": [
-                {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
-                {"apiGroups": [""], "resources": ["pods/proxy"], "verbs": ["get"]},
-            ],
-        },
+        reader_role("croft-collect", ns, DATASET_READER),
+        *(reader_manifests(ns, APP_LABEL) if options.auth == "kubernetes" else ()),
     )
 
 
 def manifest_header(options: DeployOptions) -> str:
     """The comment block above the rendered manifests: what each host path and capability is for."""
-    return _HEADER.format(namespace=options.namespace, port=options.port)
+    access = (_CHECKED if options.auth == "kubernetes" else _OPEN).format(namespace=options.namespace)
+    return _HEADER.format(namespace=options.namespace, port=options.port, access=access)
 
 
 _HEADER = """\
@@ -285,8 +302,27 @@ _HEADER = """\
 # (croft deploy kubernetes --kernel-before-5-8).
 #
 # Port {port} ("http") serves /metrics and the read-only dataset endpoint (/dataset/: the dataset
-# directory's own files, with HTTP Range). Whoever reaches a pod's IP can read its dataset: restrict
-# it with a NetworkPolicy where the pod network is shared. `croft collect` needs the Role
-# croft-collect; bind it to its user:
+# directory's own files, with HTTP Range).
+{access}"""
+
+_CHECKED = """\
+# Each answers only a reader whose bearer token the API server's TokenReview accepts and whose
+# SubjectAccessReview allows get on the route as a non-resource URL (croft run --auth kubernetes; the
+# collector's ServiceAccount is bound to system:auth-delegator for that). The ClusterRoles
+# {namespace}:croft-metrics-reader and {namespace}:croft-dataset-reader grant one route each;
+# /healthz and / answer everyone (the kubelet's probes). `croft collect` needs the Role
+# croft-collect, croft scale the Role croft-metrics (each asks for a 10-minute token of its
+# reader's ServiceAccount); bind them to their users:
+#   kubectl -n {namespace} create rolebinding croft-collect --role=croft-collect --user=<you>
+# Prometheus scrapes with its own ServiceAccount's token (authorization: credentials_file); where its
+# ClusterRole does not grant the non-resource URL /metrics already:
+#   kubectl create clusterrolebinding prometheus-croft \\
+#     --clusterrole={namespace}:croft-metrics-reader --serviceaccount=<namespace>:<prometheus>
+# deploy/kubernetes/networkpolicy.yaml also narrows who reaches the port, where the CNI enforces it.
+"""
+
+_OPEN = """\
+# --auth none: whoever reaches a pod's IP can read its dataset; restrict it with a NetworkPolicy
+# where the pod network is shared. `croft collect` needs the Role croft-collect; bind it to its user:
 #   kubectl -n {namespace} create rolebinding croft-collect --role=croft-collect --user=<you>
 """

@@ -51,17 +51,18 @@ def pod_uid(cgroup: str) -> str:
 class GroupCounters:
     """One group's counters. `periods` and `throttled_periods` are None until the kernel's CFS
     counters were read for its cgroup (no CPU limit, cgroup v1 without cpu, ...); so is each of
-    `pressure_waiting_seconds` (cpu, memory, io) until its PSI `some total` was read."""
+    `pressure_waiting_seconds` (cpu, memory, io) until its PSI `some total` was read, and each other
+    counter until a row of the group measured it (a figure croft could not read adds nothing)."""
 
     syscalls: Mapping[str, float] = attrs.field(factory=dict)
-    cpu_seconds: float = 0.0
+    cpu_seconds: float | None = None
     periods: int | None = None
     throttled_periods: int | None = None
     pressure_waiting_seconds: tuple[float | None, float | None, float | None] = (None, None, None)
-    network_receive_bytes: float = 0.0
-    network_transmit_bytes: float = 0.0
-    read_bytes: float = 0.0
-    write_bytes: float = 0.0
+    network_receive_bytes: float | None = None
+    network_transmit_bytes: float | None = None
+    read_bytes: float | None = None
+    write_bytes: float | None = None
     gpu_engine_seconds: Mapping[tuple[str, str], float] = attrs.field(factory=dict)
 
 
@@ -86,7 +87,6 @@ def advance(
     before = previous or GroupCounters()
     syscalls = dict(before.syscalls)
     gpu_seconds = dict(before.gpu_engine_seconds)
-    net_rx = net_tx = read = write = 0.0
     for row in rows:
         calls = row.syscalls if row.short_lived is None else (*row.syscalls, *row.short_lived.syscalls)
         for call in calls:
@@ -96,19 +96,15 @@ def advance(
             for engine, percent in engine_percents(use):
                 key = (label, engine)
                 gpu_seconds[key] = gpu_seconds.get(key, 0.0) + percent / 100 * interval_s
-        net_rx += row.usage.network_rx_bytes_s
-        net_tx += row.usage.network_tx_bytes_s
-        read += row.usage.read_bytes_s
-        write += row.usage.write_bytes_s
     own_cores = (
-        min(rows, key=lambda r: (len(r.process.cgroup), r.process.cgroup)).cgroup_usage.cpu_cores
+        (min(rows, key=lambda r: (len(r.process.cgroup), r.process.cgroup)).cgroup_usage.cpu_cores,)
         if rows
-        else 0.0
+        else ()  # a quiet group: nothing added
     )
     if sample is not None and sample.cpu_usage_ns is not None:
-        cpu_seconds = sample.cpu_usage_ns / 1e9
+        cpu_seconds: float | None = sample.cpu_usage_ns / 1e9
     else:
-        cpu_seconds = before.cpu_seconds + own_cores * interval_s
+        cpu_seconds = _add(before.cpu_seconds, own_cores, interval_s)
     return GroupCounters(
         syscalls=syscalls,
         cpu_seconds=cpu_seconds,
@@ -117,12 +113,24 @@ def advance(
         if sample is not None and sample.nr_throttled is not None
         else before.throttled_periods,
         pressure_waiting_seconds=_pressure(sample, before.pressure_waiting_seconds),
-        network_receive_bytes=before.network_receive_bytes + net_rx * interval_s,
-        network_transmit_bytes=before.network_transmit_bytes + net_tx * interval_s,
-        read_bytes=before.read_bytes + read * interval_s,
-        write_bytes=before.write_bytes + write * interval_s,
+        network_receive_bytes=_add(
+            before.network_receive_bytes, [r.usage.network_rx_bytes_s for r in rows], interval_s
+        ),
+        network_transmit_bytes=_add(
+            before.network_transmit_bytes, [r.usage.network_tx_bytes_s for r in rows], interval_s
+        ),
+        read_bytes=_add(before.read_bytes, [r.usage.read_bytes_s for r in rows], interval_s),
+        write_bytes=_add(before.write_bytes, [r.usage.write_bytes_s for r in rows], interval_s),
         gpu_engine_seconds=gpu_seconds,
     )
+
+
+def _add(total: float | None, per_s: Sequence[float | None], interval_s: float) -> float | None:
+    """`total` plus the measured ones of `per_s` over `interval_s`; None while nothing was measured."""
+    measured = [value for value in per_s if value is not None]
+    if not measured:
+        return total
+    return (total or 0.0) + sum(measured) * interval_s
 
 
 def _pressure(

@@ -48,6 +48,7 @@ The collector's own health:
 | `croft_map_drops_total` | eBPF events lost (ring buffer or map full) |
 | `croft_compression_backlog_segments` | closed segments waiting to be compressed |
 | `croft_compression_failures_total` | segment compressions that failed (retried later) |
+| `croft_live_files_lost_total` | times the live file was renamed or deleted under the collector |
 | `croft_poll_seconds` | histogram of poll durations since the collector started |
 | `croft_build_info` | 1, label `version` |
 
@@ -98,6 +99,7 @@ ROWS_DROPPED_TOTAL = "croft_rows_dropped_total"
 MAP_DROPS_TOTAL = "croft_map_drops_total"
 COMPRESSION_BACKLOG_SEGMENTS = "croft_compression_backlog_segments"
 COMPRESSION_FAILURES_TOTAL = "croft_compression_failures_total"
+LIVE_FILES_LOST_TOTAL = "croft_live_files_lost_total"
 POLL_SECONDS = "croft_poll_seconds"
 BUILD = "croft_build"  # prometheus_client's Info writes it as croft_build_info
 
@@ -159,6 +161,9 @@ HELP: dict[str, str] = {
     MAP_DROPS_TOTAL: "eBPF events lost since the collector started.",
     COMPRESSION_BACKLOG_SEGMENTS: "Closed dataset segments waiting to be compressed.",
     COMPRESSION_FAILURES_TOTAL: "Segment compressions that failed since the collector started.",
+    LIVE_FILES_LOST_TOTAL: (
+        "Times the collector found its live file renamed or deleted under it and started a new one."
+    ),
     POLL_SECONDS: "Seconds each poll took, from reading the sources to writing its rows.",
 }
 

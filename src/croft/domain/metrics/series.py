@@ -44,10 +44,10 @@ class GroupValues:
     container_id: str
     cgroup: str
     syscalls: tuple[tuple[str, float], ...]
-    cpu_cores: float
-    cpu_throttled_fraction: float
-    memory_bytes: int
-    pressure_avg10: tuple[float, float, float]  # cpu, memory, io, in PRESSURE_RESOURCES order
+    cpu_cores: float | None  # None, here and below: the cgroup does not offer it (no series)
+    cpu_throttled_fraction: float | None
+    memory_bytes: int | None
+    pressure_avg10: tuple[float | None, float | None, float | None]  # cpu, memory, io (PRESSURE_RESOURCES)
     ingress: Ingress | None = None
     gpu_memory: tuple[tuple[str, int], ...] = ()  # (gpu label, bytes) summed over the rows, by label
 
@@ -61,6 +61,7 @@ class Health:
     rows_dropped_total: int
     compression_backlog_segments: int
     compression_failures_total: int
+    live_files_lost_total: int = 0
 
 
 @attrs.frozen
@@ -150,8 +151,11 @@ def _gpu_memory(group_rows: Iterable[Row]) -> tuple[tuple[str, int], ...]:
 
 
 def _quiet(values: GroupValues) -> GroupValues:
+    """An idle group: no syscalls, no CPU and no throttling where they were measured, no GPU memory."""
+    cores = None if values.cpu_cores is None else 0.0
+    throttled = None if values.cpu_throttled_fraction is None else 0.0
     return attrs.evolve(
-        values, syscalls=(), cpu_cores=0.0, cpu_throttled_fraction=0.0, ingress=None, gpu_memory=()
+        values, syscalls=(), cpu_cores=cores, cpu_throttled_fraction=throttled, ingress=None, gpu_memory=()
     )
 
 
@@ -235,8 +239,9 @@ def _counter_samples(
     for key in keys:
         group = groups[key]
         for resource, avg10 in zip(names.PRESSURE_RESOURCES, group.pressure_avg10, strict=True):
-            labels = _labels(group, (names.LABEL_RESOURCE, resource))
-            out.append(Sample(names.CONTAINER_PRESSURE_RATIO, labels, round(avg10 / 100, 6)))
+            if avg10 is not None:
+                labels = _labels(group, (names.LABEL_RESOURCE, resource))
+                out.append(Sample(names.CONTAINER_PRESSURE_RATIO, labels, round(avg10 / 100, 6)))
     for key in keys:
         waiting = counters[key].pressure_waiting_seconds
         for resource, seconds in zip(names.PRESSURE_RESOURCES, waiting, strict=True):
@@ -271,14 +276,26 @@ def _samples(
         for syscall, rate in group.syscalls:
             labels = _labels(group, (names.LABEL_SYSCALL, syscall))
             out.append(Sample(names.CONTAINER_SYSCALL_RATE, labels, rate))
-    out.extend(Sample(names.CONTAINER_CPU_CORES, _labels(g), g.cpu_cores) for g in ordered)
-    out.extend(Sample(names.CONTAINER_MEMORY_BYTES, _labels(g), float(g.memory_bytes)) for g in ordered)
+    # A figure the group's cgroup does not offer has no series (cAdvisor omits what a cgroup lacks).
+    out.extend(
+        Sample(names.CONTAINER_CPU_CORES, _labels(g), g.cpu_cores) for g in ordered if g.cpu_cores is not None
+    )
+    out.extend(
+        Sample(names.CONTAINER_MEMORY_BYTES, _labels(g), float(g.memory_bytes))
+        for g in ordered
+        if g.memory_bytes is not None
+    )
     throttled = names.CONTAINER_CPU_THROTTLED_FRACTION
-    out.extend(Sample(throttled, _labels(g), g.cpu_throttled_fraction) for g in ordered)
+    out.extend(
+        Sample(throttled, _labels(g), g.cpu_throttled_fraction)
+        for g in ordered
+        if g.cpu_throttled_fraction is not None
+    )
     for group in ordered:
         for resource, avg10 in zip(names.PRESSURE_RESOURCES, group.pressure_avg10, strict=True):
-            labels = _labels(group, (names.LABEL_RESOURCE, resource))
-            out.append(Sample(names.CONTAINER_PRESSURE_AVG10, labels, avg10))
+            if avg10 is not None:
+                labels = _labels(group, (names.LABEL_RESOURCE, resource))
+                out.append(Sample(names.CONTAINER_PRESSURE_AVG10, labels, avg10))
     out.extend(_ingress_samples(ordered))
     for group in ordered:
         for gpu, used in group.gpu_memory:
@@ -296,6 +313,7 @@ def _samples(
                 map_drops_total,
                 health.compression_backlog_segments,
                 health.compression_failures_total,
+                health.live_files_lost_total,
             ),
             strict=True,
         )
@@ -344,6 +362,7 @@ HEALTH_NAMES = (
     names.MAP_DROPS_TOTAL,
     names.COMPRESSION_BACKLOG_SEGMENTS,
     names.COMPRESSION_FAILURES_TOTAL,
+    names.LIVE_FILES_LOST_TOTAL,
 )
 
 

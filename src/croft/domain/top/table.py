@@ -203,12 +203,9 @@ def cells(item: Held, columns: Sequence[Column]) -> tuple[str, ...]:
             values[key] = cpu_percent(item.cpu_cores)
         elif key == "rss":
             values[key] = human_bytes(usage.rss_bytes)
-        elif key == "net":
-            values[key] = (
-                "0" if item.idle else _rate_bytes(usage.network_rx_bytes_s + usage.network_tx_bytes_s)
-            )
-        elif key == "io":
-            values[key] = "0" if item.idle else _rate_bytes(usage.read_bytes_s + usage.write_bytes_s)
+        elif key in ("net", "io"):
+            per_s = _bytes_s(item, key)
+            values[key] = "-" if per_s is None else _rate_bytes(per_s)
         elif key == "age":
             values[key] = short_age(item.age_ms) if item.idle else ""
         elif key == "gpu":
@@ -222,6 +219,21 @@ def cells(item: Held, columns: Sequence[Column]) -> tuple[str, ...]:
         else:
             values[key] = "" if item.idle else busiest_syscalls(row, WIDE_SYSCALLS)
     return tuple(values[column.key] for column in columns)
+
+
+def _bytes_s(item: Held, kind: str) -> float | None:
+    """Network ("net") or disk ("io") bytes per second of `item`, both ways summed: 0 for an idle
+    process, None where its row measured neither (a figure croft could not read is not 0)."""
+    usage = item.row.usage
+    pair = (
+        (usage.network_rx_bytes_s, usage.network_tx_bytes_s)
+        if kind == "net"
+        else (usage.read_bytes_s, usage.write_bytes_s)
+    )
+    measured = [value for value in pair if value is not None]
+    if not measured:
+        return None
+    return 0.0 if item.idle else sum(measured)
 
 
 def _rate_bytes(per_s: float) -> str:
@@ -331,12 +343,8 @@ def to_json(polls: Sequence[NodePoll], view: View | None = None) -> dict[str, ob
                 "row_unix_ms": item.row.unix_ms,
                 "cpu_cores": item.cpu_cores,
                 "rss_bytes": item.row.usage.rss_bytes,
-                "network_bytes_s": 0.0
-                if item.idle
-                else item.row.usage.network_rx_bytes_s + item.row.usage.network_tx_bytes_s,
-                "io_bytes_s": 0.0
-                if item.idle
-                else item.row.usage.read_bytes_s + item.row.usage.write_bytes_s,
+                "network_bytes_s": _bytes_s(item, "net"),
+                "io_bytes_s": _bytes_s(item, "io"),
                 "syscalls": []
                 if item.idle
                 else [
