@@ -5,6 +5,7 @@ the same relative one wherever they run (here, in a wheel's venv, in the arm64 r
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -62,6 +63,15 @@ class Answer:
     returncode: int
     stdout: bytes
     stderr: bytes
+
+
+@attrs.frozen
+class Installed:
+    """The wheel in a clean venv: its `croft` (with the export extra, added last), and the croft
+    modules it could not import before the extra was added (the runtime dependencies alone)."""
+
+    croft: Path
+    runtime_import_failures: dict[str, str]
 
 
 def source_copy(dest: Path) -> Path:
@@ -125,20 +135,48 @@ def wheel_tags(wheel: Path) -> tuple[str, list[str]]:
     return purelib, [line.split(":", 1)[1].strip() for line in lines if line.startswith("Tag:")]
 
 
-def make_venv(venv: Path, wheel: Path, constraints: Path | None = None) -> Path:
-    """A clean virtualenv at `venv` with `wheel[export]` and its dependencies installed by pip,
-    through this machine's pip configuration and cache, with nothing but the venv on PATH (no
-    compiler: a dependency pip would have to build fails). Returns the venv's `croft`."""
+def make_venv(venv: Path, wheel: Path, extras: str = "") -> Path:
+    """A clean virtualenv at `venv` with `wheel` (and `extras`, e.g. "[export]") and its dependencies
+    installed by pip, through this machine's pip configuration and cache, with nothing but the venv
+    on PATH (no compiler: a dependency pip would have to build fails). Returns the venv's `croft`."""
     run([sys.executable, "-m", "venv", str(venv)], cwd=venv.parent, env=dict(os.environ))
+    add_to_venv(venv, f"{wheel}{extras}")
+    return venv / "bin" / "croft"
+
+
+def add_to_venv(venv: Path, requirement: str) -> None:
+    """`pip install requirement` into `venv`, with nothing but the venv on PATH."""
     env = {
         **{k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")},
         "PATH": bare_path(venv / "bin"),
         "CC": "no-compiler-here",
     }
-    pin = ["--constraint", str(constraints)] if constraints else []
-    run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", *pin, f"{wheel}[export]"],
+    run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", requirement],
         cwd=venv.parent, env=env)  # fmt: skip
-    return venv / "bin" / "croft"
+
+
+# Run by a venv's python: every module of croft imported, and the ones that failed, with why.
+IMPORT_ALL = """
+import importlib, json, pkgutil, croft
+failed = {}
+for module in pkgutil.walk_packages(croft.__path__, "croft."):
+    if module.name.endswith(".__main__"):
+        continue  # `python -m croft`: runs the CLI
+    try:
+        importlib.import_module(module.name)
+    except Exception as error:
+        failed[module.name] = f"{type(error).__name__}: {error}"
+print(json.dumps(failed, sort_keys=True))
+"""
+
+
+def import_failures(venv: Path, cwd: Path) -> dict[str, str]:
+    """The croft modules `venv`'s python cannot import, by name, with the error."""
+    out = run(
+        [str(venv / "bin" / "python"), "-c", IMPORT_ALL], cwd=cwd, env={"PATH": bare_path(venv / "bin")}
+    )
+    failed: dict[str, str] = json.loads(out.splitlines()[-1])
+    return failed
 
 
 def work_dir(where: Path) -> Path:

@@ -19,9 +19,18 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def wheel_croft(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> packaging.Installed:
+    venv = tmp_path_factory.mktemp("venv") / "venv"
+    croft = packaging.make_venv(venv, wheel)
+    failures = packaging.import_failures(venv, cwd=venv.parent)
+    packaging.add_to_venv(venv, f"{wheel}[export]")
+    return packaging.Installed(croft, failures)
+
+
+@pytest.fixture(scope="session")
+def wheel_croft(installed: packaging.Installed) -> Path:
     """`croft` of a clean venv holding the wheel (with the export extra) and its dependencies."""
-    return packaging.make_venv(tmp_path_factory.mktemp("venv") / "venv", wheel)
+    return installed.croft
 
 
 @pytest.fixture(scope="session")

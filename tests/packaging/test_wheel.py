@@ -16,21 +16,25 @@ from tests.helpers import packaging
 pytestmark = pytest.mark.slow
 
 
-def test_the_wheel_is_pure_python_and_ships_the_ebpf_programs(wheel: Path) -> None:
+def test_the_wheel_is_pure_python_and_ships_every_file_croft_reads(wheel: Path) -> None:
+    """One py3-none-any wheel, no native module in it, and every file git tracks under src/croft
+    in it (modules, data, the eBPF programs: src/croft/bpf whole) but C sources elsewhere, which
+    no install builds any more."""
     assert wheel.name == "croft-0.1.0-py3-none-any.whl"
     assert packaging.wheel_tags(wheel) == ("true", ["py3-none-any"])
     names = set(zipfile.ZipFile(wheel).namelist())
-    native = sorted(n for n in names if n.endswith((".so", ".pyd", ".dylib")))
-    assert native == []
-    bpf = subprocess.run(
-        ["git", "ls-files", "src/croft/bpf"], cwd=packaging.REPO, capture_output=True, text=True, check=True
+    assert sorted(n for n in names if n.endswith((".so", ".pyd", ".dylib"))) == []
+    tracked = subprocess.run(
+        ["git", "ls-files", "src/croft"], cwd=packaging.REPO, capture_output=True, text=True, check=True
     ).stdout.split()
-    shipped_bpf = {name.removeprefix("src/") for name in bpf}
-    assert shipped_bpf and {n for n in shipped_bpf if n.endswith(".c")}, "no eBPF sources tracked?"
-    assert shipped_bpf <= names, f"not in the wheel: {sorted(shipped_bpf - names)}"
-    # the only C in the wheel is the kernel's: no module source of a build that no longer happens
-    assert {n for n in names if n.endswith((".c", ".h"))} <= shipped_bpf
-    assert {"croft/py.typed", "croft/domain/collector/frameworks.toml", "croft/app/cli.py"} <= names
+    shipped = {
+        name.removeprefix("src/")
+        for name in tracked
+        if name.startswith("src/croft/bpf/") or not name.endswith((".c", ".h", ".pyi"))
+    }
+    assert "croft/bpf/syscalls.c" in shipped and "croft/app/cli.py" in shipped
+    assert shipped - names == set()
+    assert {n for n in names if n.endswith((".c", ".h"))} <= shipped
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     assert "croft = croft.app.cli:entrypoint" in zipfile.ZipFile(wheel).read(entry_points).decode()
 
@@ -58,3 +62,14 @@ def test_the_installed_wheel_answers_what_the_checkout_answers(
     got = packaging.answers([str(wheel_croft)], work, env)
     assert packaging.differences(expected, got) == []
     assert packaging.tree_bytes(work / "out") == expected_files
+
+
+def test_the_runtime_dependencies_alone_import_every_module_but_the_parquet_writer(
+    installed: packaging.Installed,
+) -> None:
+    """What `make run` and `pip install croft` install (no extras) imports all of croft: the
+    collector, its readers, croft top; only croft export's Parquet writer needs its extra, and
+    croft export says so in one sentence (tests/integration/test_export_parquet.py)."""
+    assert installed.runtime_import_failures == {
+        "croft.adapters.dataset.parquet": "ModuleNotFoundError: No module named 'pyarrow'"
+    }
