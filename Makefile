@@ -76,10 +76,11 @@ system-deps:
 	bash scripts/system-deps.sh
 
 # The quick tier, for every change: lint, and the tests that need no root, kernel, cluster, Spark or
-# arm64 root file system (about 4 minutes on 2 cores). `make test` runs everything, as CI does.
+# arm64 root file system, on every core (pytest-xdist; a test module stays on one worker, so its
+# fixtures are made once). `make test` runs everything, one test at a time, as CI does.
 CHECK_MARKERS := not (root or bpf or k8s or node or gpu or spark or arm64)
 check: lint
-	$(BIN)/pytest -m "$(CHECK_MARKERS)" --durations=10
+	$(BIN)/pytest -m "$(CHECK_MARKERS)" -n auto --dist loadfile --durations=10
 
 test: lint bpf-setup k8s-setup node-setup arm64-setup system-deps
 	$(BIN)/pytest
