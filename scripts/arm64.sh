@@ -169,7 +169,7 @@ run() {
         mount --bind "$dir" "$root/w"
         mount --bind "$cache/pip" "$root/root/.cache/pip"
         for path in /etc/resolv.conf /etc/hosts /etc/ssl/certs/ca-certificates.crt "${binds[@]}"; do
-            [ -e "$path" ] && ro "$path"
+            if [ -e "$path" ]; then ro "$path"; fi
         done
         exec chroot "$root" /usr/bin/env -i "$@"
     ' arm64 "$rootfs" "$dir" "$cache" "${#binds[@]}" "${binds[@]}" "${env[@]}" sh -c 'cd /w && exec "$@"' sh "$@"
