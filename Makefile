@@ -2,20 +2,33 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+# Two tiers in one venv: `make run` installs croft and what the collector needs (the project's
+# dependencies); `make test`, `make check`, `make lint` and `make bench` add the `dev` extras.
+RUNTIME := $(VENV)/.runtime
 STAMP := $(VENV)/.installed
+# `make run` links the venv's croft here (root only), so `croft top` works in another terminal.
+CROFT_LINK ?= /usr/local/bin/croft
 
-.PHONY: run test lint bench install clean bpf-setup k8s-setup node-setup system-deps
+.PHONY: run test check lint bench install install-runtime clean bpf-setup k8s-setup node-setup system-deps \
+	arm64-setup croft-link
 
-$(STAMP): pyproject.toml
+# croft is pure Python (one py3-none-any wheel, tests/packaging): no compiler, no headers.
+$(RUNTIME): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e .
+	touch $(RUNTIME)
+
+$(STAMP): $(RUNTIME)
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
+
+install-runtime: $(RUNTIME)
 
 install: $(STAMP)
 
 # Root only (a no-op otherwise): BCC, kernel headers, tracefs, bcc in the venv. See README, eBPF.
-bpf-setup: $(STAMP)
+bpf-setup: $(RUNTIME)
 	bash scripts/setup-bpf.sh $(VENV)
 
 # Builds (once, cached in /var/cache/croft-k8s) the kube-apiserver the k8s tests start, and in the same
@@ -32,9 +45,23 @@ node-setup: k8s-setup
 	bash scripts/kube-node.sh build >/dev/null && bash scripts/kube-node.sh images >/dev/null \
 		|| echo "node-setup: no test node; the node tests will skip"
 
+# The venv's croft on root's PATH (and every user's: /usr/local/bin), so the README's next step,
+# `croft top` in another terminal, works as written. A croft there that is not a link is left alone.
+croft-link: $(RUNTIME)
+	@if [ "$$(id -u)" -ne 0 ]; then echo "croft-link: not root; the commands are in $(BIN)/croft"; \
+	elif [ -e $(CROFT_LINK) ] && [ ! -L $(CROFT_LINK) ]; then \
+		echo "croft-link: $(CROFT_LINK) is not a link, left alone; the commands are in $(BIN)/croft"; \
+	else ln -sfn $(abspath $(BIN))/croft $(CROFT_LINK) && echo "croft-link: $(CROFT_LINK) -> $(abspath $(BIN))/croft"; fi
+
+# Builds (once, cached in /var/cache/croft-arm64) the arm64 Debian root file system, run through
+# qemu-user-static, in which the `arm64` test installs the wheel (scripts/arm64.sh). Root only; the
+# test skips, saying why, where this machine cannot run arm64 programs, and fails on anything else.
+arm64-setup:
+	bash scripts/arm64.sh setup >/dev/null || echo "arm64-setup: no arm64 root file system; the arm64 test will say why"
+
 # The collector on this host, as root. Without a GPU only watched cgroups give rows: e.g.
 # `WATCH_CGROUPS=system.slice,user.slice make run`. Every option reads its env variable (README).
-run: $(STAMP) bpf-setup
+run: $(RUNTIME) bpf-setup croft-link
 	@echo "croft run: dataset $${DATASET_PATH:-/var/lib/croft/croft-dataset.jsonl}, GPU holders and the cgroups in WATCH_CGROUPS ($${WATCH_CGROUPS:-none}); Ctrl-C stops it"
 	$(BIN)/croft run
 
@@ -48,7 +75,14 @@ lint: $(STAMP)
 system-deps:
 	bash scripts/system-deps.sh
 
-test: lint bpf-setup k8s-setup node-setup system-deps
+# The quick tier, for every change: lint, and the tests that need no root, kernel, cluster, Spark or
+# arm64 root file system, on every core (pytest-xdist; a test module stays on one worker, so its
+# fixtures are made once). `make test` runs everything, one test at a time, as CI does.
+CHECK_MARKERS := not (root or bpf or k8s or node or gpu or spark or arm64)
+check: lint
+	$(BIN)/pytest -m "$(CHECK_MARKERS)" -n auto --dist loadfile --durations=10
+
+test: lint bpf-setup k8s-setup node-setup arm64-setup system-deps
 	$(BIN)/pytest
 
 bench: $(STAMP) bpf-setup

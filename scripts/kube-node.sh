@@ -86,37 +86,10 @@ install_packages() {
         { "${apt[@]}" update && DEBIAN_FRONTEND=noninteractive "${apt[@]}" install -y --no-install-recommends "${missing[@]}" >/dev/null; }
 }
 
-# The Debian mirror this machine's apt already uses (deb822 .sources or one-line sources.list), for
-# the deb-src of kubernetes and for mmdebstrap: no host name is written in this script.
+# The Debian mirror this machine's apt already uses, for the deb-src of kubernetes and for
+# mmdebstrap (scripts/apt-mirror.sh): no host name is written in this script.
 codename() { . /etc/os-release && echo "${VERSION_CODENAME:-bookworm}"; }
-mirror() {
-    python3 - "$(codename)" <<'EOF'
-import glob, sys
-suite = sys.argv[1]
-for path in sorted(glob.glob("/etc/apt/sources.list.d/*.sources")) + ["/etc/apt/sources.list"]:
-    try:
-        text = open(path).read()
-    except OSError:
-        continue
-    if path.endswith(".sources"):
-        for stanza in text.split("\n\n"):
-            fields = {}
-            for line in stanza.splitlines():
-                if ":" in line and not line.startswith((" ", "#")):
-                    key, value = line.split(":", 1)
-                    fields[key.strip().lower()] = value.split()
-            if suite in fields.get("suites", []) and "main" in fields.get("components", []):
-                print(fields["uris"][0])
-                sys.exit(0)
-    else:
-        for line in text.splitlines():
-            words = [w for w in line.split() if not w.startswith("[")]
-            if len(words) >= 4 and words[0] == "deb" and words[2] == suite and "main" in words[3:]:
-                print(words[1])
-                sys.exit(0)
-sys.exit(1)
-EOF
-}
+mirror() { bash "$here/apt-mirror.sh" "$(codename)"; }
 
 private_apt() {
     local tool=$1 dir=$cache/node-apt

@@ -1,32 +1,21 @@
 #!/usr/bin/env bash
 # Debian packages the tests use, installed once (idempotent; a no-op for what is already there, and
 # for non-root users, who then see the tests that need them skip). One package per line below:
-# append yours. `system-deps.sh build` installs only what `make install` needs to build croft's C
-# module (a compiler and Python's headers), before the install.
+# append yours. croft itself needs none of them to install: it is pure Python.
 set -euo pipefail
-BUILD_PACKAGES=(
-    gcc          # croft's C module (croft stats' fast path, setup.py)
-    libc6-dev
-    python3-dev  # Python.h, for the Debian python3 that makes the venv
-)
 PACKAGES=(
     sysstat  # pidstat: the truth test of croft run's CPU, RSS, I/O and context switches
     tmux     # croft top's terminal test drives the live table in a real tmux pane
     prometheus  # a real Prometheus scrapes croft run's /metrics in the tests
     openjdk-17-jre-headless  # Spark (pyspark, local mode) reads croft export's Parquet in the tests
-    "${BUILD_PACKAGES[@]}"
 )
-if [ "${1:-}" = build ]; then
-    PACKAGES=("${BUILD_PACKAGES[@]}")
-fi
 missing=()
 for pkg in "${PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then
-    echo "system-deps: not root, not installing ${missing[*]}; the tests that need them will skip" \
-        "(croft's C module needs gcc and python3-dev to build)" >&2
+    echo "system-deps: not root, not installing ${missing[*]}; the tests that need them will skip" >&2
     exit 0
 fi
 export DEBIAN_FRONTEND=noninteractive

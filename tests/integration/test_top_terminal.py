@@ -123,7 +123,8 @@ class Tmux:
         self.conf.write_text("set -g remain-on-exit on\nset -g status off\nset -g history-limit 100\n")
 
     def __call__(self, *args: str) -> subprocess.CompletedProcess[str]:
-        env = {k: v for k, v in os.environ.items() if k != "TMUX"}
+        # COLUMNS and LINES would fix croft top's width whatever the pane's (pytest-xdist sets them)
+        env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "COLUMNS", "LINES")}
         return subprocess.run(
             ["tmux", "-S", str(self.socket), "-f", str(self.conf), *args],
             capture_output=True,

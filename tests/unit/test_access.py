@@ -12,8 +12,8 @@ import httpx
 import pytest
 
 from croft.adapters.http.server import HttpServer, Response
-from croft.adapters.kube.access import ALLOWED_TTL_NS, DENIED_TTL_NS, KubeAccess
 from croft.adapters.kube.port import Unreachable
+from croft.app.access import ALLOWED_TTL_NS, DENIED_TTL_NS, KubeAccess
 from croft.domain.access import FORWARDED_HEADER, Reader, bearer_token, protected_route
 from tests.helpers.cli import croft
 

@@ -164,16 +164,21 @@ def test_a_scrape_during_publishing_sees_one_whole_poll() -> None:
     collector = SnapshotCollector()
     page = metrics_page(collector)
     stop = threading.Event()
+    first = threading.Event()
 
     def publish() -> None:
         index = 1
         while not stop.is_set():
             collector.publish(poll_samples(index))
+            first.set()
             index += 1
 
     publisher = threading.Thread(target=publish)
     publisher.start()
     try:
+        # 200 scrapes of an empty page take a millisecond: in a fresh process (a pytest-xdist
+        # worker) they were all over before the first poll was built. Scrape once there is one.
+        assert first.wait(timeout=30)
         seen = set()
         for _ in range(200):
             parsed = parse_exposition(exposition_body(page).decode())

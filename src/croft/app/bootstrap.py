@@ -42,7 +42,7 @@ from croft.errors import UserError
 
 if TYPE_CHECKING:
     from croft.adapters.host.bcc_source import BccKernelSource
-    from croft.adapters.kube.access import KubeAccess
+    from croft.app.access import KubeAccess
 
 log = logging.getLogger("croft.run")
 
@@ -158,7 +158,7 @@ def build_http_server(
     /healthz (200 while polls are current, 503 before the first and once stale); a landing page at /;
     with `dataset` (the live file), the read-only dataset endpoint /dataset of its directory. With
     `auth` "kubernetes", /metrics and /dataset answer only readers the API server allows
-    (`croft.adapters.kube.access`)."""
+    (`croft.app.access`)."""
     server = HttpServer.bind(address)
     if auth == "kubernetes":
         server.guard(_kube_access().guard)
@@ -189,8 +189,9 @@ def build_http_server(
 def _kube_access() -> KubeAccess:
     """The TokenReview/SubjectAccessReview guard, with the in-cluster account (or $KUBECONFIG,
     ~/.kube/config); a `UserError` when there is none."""
-    from croft.adapters.kube.access import KubeAccess, Reviews
+    from croft.adapters.kube.access import Reviews
     from croft.adapters.kube.cluster import Kube, load_configuration
+    from croft.app.access import KubeAccess
 
     clock = SystemClock()
     kube = Kube(load_configuration(None))
