@@ -40,7 +40,7 @@ from croft.domain.dataset.rotation import Limits
 from croft.errors import UserError
 
 if TYPE_CHECKING:
-    from croft.adapters.host.bcc_source import BccKernelSource
+    from croft.adapters.host.ebpf_mode import Chosen, Mode
 
 log = logging.getLogger("croft.run")
 
@@ -58,7 +58,8 @@ class Settings:
     proc_root: Path = Path("/proc")
     cgroup_root: Path = Path("/sys/fs/cgroup")
     limits: Limits = attrs.field(factory=Limits)
-    verbose: bool = False  # show what clang and the verifier said when eBPF fails to load
+    verbose: bool = False  # show what libbpf (or clang) and the verifier said when eBPF fails to load
+    ebpf: Mode = "auto"  # which eBPF loader: croft.adapters.host.ebpf_mode
     node: str | None = None  # the node rows name; None: none (a replay of a trace that names none)
 
 
@@ -133,9 +134,13 @@ def build_sink(settings: Settings) -> DatasetWriter:
 
 
 def build_pipeline(
-    settings: Settings, metrics: SnapshotCollector | None = None, live: bool = True
+    settings: Settings,
+    metrics: SnapshotCollector | None = None,
+    live: bool = True,
+    ebpf_mode: str | None = None,
 ) -> Pipeline:
-    """Core, sink and recorder; with `metrics`, every poll's series are published to it."""
+    """Core, sink and recorder; with `metrics`, every poll's series are published to it (with
+    `ebpf_mode`, the eBPF loader in use, as croft_ebpf_mode)."""
     config = collector_config(settings)
     recorder = build_recorder(settings)
     sink = build_sink(settings)
@@ -143,7 +148,9 @@ def build_pipeline(
     if metrics is not None:
         clock = SystemClock()
         pods = PodNames(settings.proc_root) if live else None
-        observer = MetricsPublisher(metrics, sink.counters, lambda: clock.now().monotonic_ns, live, pods)
+        observer = MetricsPublisher(
+            metrics, sink.counters, lambda: clock.now().monotonic_ns, live, pods, ebpf_mode=ebpf_mode
+        )
     return Pipeline(config, sink, recorder, observer)
 
 
@@ -170,12 +177,14 @@ def build_http_server(address: str, dataset: Path | None = None) -> tuple[HttpSe
     return server, metrics
 
 
-def _kernel_source(verbose: bool) -> BccKernelSource:
-    """croft's eBPF programs. Failing to load them (no BCC, no headers, not root, a verifier
-    rejection) is a `UserError` naming the cause and the fix: croft run exits 1."""
-    from croft.adapters.host.bcc_source import BccKernelSource
+def _kernel_source(requested: Mode, verbose: bool) -> Chosen:
+    """croft's eBPF programs, by the loader `requested` (`--ebpf`; auto: CO-RE where the kernel has
+    BTF, BCC where it has headers instead, else none). A loader asked for by name that fails (no
+    BTF, no libbpf, not root, a verifier rejection) is a `UserError` naming the program and the
+    cause: croft run exits 1; under auto croft runs without eBPF, saying why."""
+    from croft.adapters.host.ebpf_mode import open_kernel
 
-    return BccKernelSource(verbose=verbose)
+    return open_kernel(requested, verbose=verbose)
 
 
 def _gpu_source() -> GpuHolderSource:
@@ -192,8 +201,9 @@ def _gpu_source() -> GpuHolderSource:
 def build_live(
     settings: Settings, metrics: SnapshotCollector | None = None
 ) -> tuple[Pipeline, LiveSource, SystemClock]:
-    """The live collector: procfs, cgroupfs, eBPF (or empty), NVML (or empty), the system clock."""
-    pipeline = build_pipeline(settings, metrics)
+    """The live collector: procfs, cgroupfs, eBPF (or none), NVML (or empty), the system clock."""
+    kernel = _kernel_source(settings.ebpf, settings.verbose)
+    pipeline = build_pipeline(settings, metrics, ebpf_mode=kernel.mode)
     scan_devices = any(Path("/dev").glob("nvidia*"))
     cgroupfs = CgroupFS(settings.cgroup_root)
     log.info("cgroup layout at %s: %s", settings.cgroup_root, cgroupfs.layout)
@@ -210,15 +220,14 @@ def build_live(
         log.warning("%s", unmatched_watch(watch, mount))
     if cgroupfs.layout == "none":
         log.warning("no cgroups under %s: cgroup_usage will be zeros", settings.cgroup_root)
-    kernel = _kernel_source(settings.verbose)
     source = LiveSource(
         procfs,
         cgroupfs,
-        kernel,
+        kernel.kernel,
         _gpu_source(),
         parse_watch(settings.watch),
         NetnsFS(settings.proc_root),
-        activity=kernel,
+        activity=kernel.source,
     )
     return pipeline, source, SystemClock()
 

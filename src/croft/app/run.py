@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from cyclopts import Parameter
 
@@ -73,7 +73,18 @@ def run(
             "empty: this machine's host name, or with --replay the node the trace names",
         ),
     ] = "",
-    verbose: Annotated[bool, Parameter(help="log every poll and full causes")] = False,
+    ebpf: Annotated[
+        Literal["auto", "core", "bcc", "off"],
+        Parameter(
+            env_var="CROFT_EBPF",
+            help="how syscalls, ioctls and ingress are counted: core (the precompiled CO-RE programs, "
+            "needs the kernel's BTF), bcc (compiled at start, needs kernel headers and BCC), off (procfs "
+            "and cgroupfs only); auto: core, else bcc, else off",
+        ),
+    ] = "auto",
+    verbose: Annotated[
+        bool, Parameter(help="log every poll and full causes (libbpf's log, the verifier's)")
+    ] = False,
 ) -> int:
     """Load the eBPF programs, poll every 2 s and write the dataset. Needs root."""
     import logging
@@ -107,6 +118,7 @@ def run(
         limits=limits,
         verbose=verbose,
         node=node or None,
+        ebpf=ebpf,
     )
     if replay is None and os.geteuid() != 0:
         raise UserError(

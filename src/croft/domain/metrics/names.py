@@ -46,6 +46,7 @@ The collector's own health:
 | `croft_map_drops_total` | eBPF events lost (ring buffer or map full) |
 | `croft_compression_backlog_segments` | closed segments waiting to be compressed |
 | `croft_compression_failures_total` | segment compressions that failed (retried later) |
+| `croft_ebpf_mode` | 1, label `mode`: the eBPF loader counting (`core`, `bcc`, or `off`: no eBPF); live only |
 | `croft_poll_seconds` | histogram of poll durations since the collector started |
 | `croft_build_info` | 1, label `version` |
 
@@ -87,6 +88,7 @@ MAP_DROPS_TOTAL = "croft_map_drops_total"
 COMPRESSION_BACKLOG_SEGMENTS = "croft_compression_backlog_segments"
 COMPRESSION_FAILURES_TOTAL = "croft_compression_failures_total"
 POLL_SECONDS = "croft_poll_seconds"
+EBPF_MODE = "croft_ebpf_mode"
 BUILD = "croft_build"  # prometheus_client's Info writes it as croft_build_info
 
 LABEL_CONTAINER_ID = "container_id"
@@ -97,6 +99,7 @@ LABEL_POD_UID = "pod_uid"
 LABEL_POD = "pod"
 LABEL_NAMESPACE = "namespace"
 LABEL_SIGNAL = "signal"
+LABEL_MODE = "mode"
 OTHER_SYSCALLS = "other"
 SYSCALLS_PER_CONTAINER = 24
 PRESSURE_RESOURCES: tuple[str, ...] = ("cpu", "memory", "io")
@@ -142,6 +145,7 @@ HELP: dict[str, str] = {
     COMPRESSION_BACKLOG_SEGMENTS: "Closed dataset segments waiting to be compressed.",
     COMPRESSION_FAILURES_TOTAL: "Segment compressions that failed since the collector started.",
     POLL_SECONDS: "Seconds each poll took, from reading the sources to writing its rows.",
+    EBPF_MODE: "1, labelled with the eBPF loader counting syscalls: core, bcc, or off (no eBPF).",
 }
 
 COLLECTOR_POLL_S = 2.0

@@ -52,13 +52,15 @@ class GroupValues:
 
 @attrs.frozen
 class Health:
-    """What the shell measured or counted: seconds the poll took, the dataset writer's counters."""
+    """What the shell measured or counted: seconds the poll took, the dataset writer's counters;
+    the eBPF loader in use (`ebpf_mode`; None in a replay)."""
 
     poll_duration_s: float
     rows_written_total: int
     rows_dropped_total: int
     compression_backlog_segments: int
     compression_failures_total: int
+    ebpf_mode: str | None = None
 
 
 @attrs.frozen
@@ -159,10 +161,16 @@ def series(
     drops = previous.map_drops_total + max(poll.kernel.dropped_entries, 0)
     memory = MetricsMemory(groups, drops, counters, poll.at.monotonic_ns)
     samples = _samples(groups, poll.at.unix_ms, health, memory.map_drops_total)
+    mode = (
+        ()
+        if health.ebpf_mode is None
+        else (Sample(names.EBPF_MODE, ((names.LABEL_MODE, health.ebpf_mode),), 1.0),)
+    )
     return (
         *samples[: -len(HEALTH_NAMES)],
         *_counter_samples(groups, counters, pods or {}),
         *samples[-len(HEALTH_NAMES) :],
+        *mode,
     ), memory
 
 
