@@ -18,9 +18,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from croft.adapters.host.bcc_loader import LOSS, ProgramBarrier
-from croft.adapters.host.bcc_source import BccKernelSource
+from croft.adapters.host.bpf_maps import LOSS, ProgramBarrier
+from croft.adapters.host.ebpf_source import EbpfKernelSource
+from croft.adapters.host.syscall_table import SyscallNames
 from croft.domain.collector.kernel import KernelSelection
+from tests.kernel.conftest import open_source
 
 pytestmark = [pytest.mark.root, pytest.mark.bpf]
 
@@ -53,15 +55,15 @@ print(sum(made), flush=True)
 
 
 @pytest.fixture
-def kernel() -> Iterator[BccKernelSource]:
+def kernel(loader: str) -> Iterator[EbpfKernelSource]:
     if os.geteuid() != 0:
         pytest.skip("loading eBPF programs needs root")
-    with BccKernelSource(oncpu=False) as loaded:
+    with open_source(loader, oncpu=False) as loaded:
         yield loaded
 
 
 def test_drains_in_a_tight_loop_lose_no_count_of_threads_syscalling_on_every_cpu(
-    kernel: BccKernelSource,
+    kernel: EbpfKernelSource,
 ) -> None:
     with subprocess.Popen(
         [sys.executable, "-c", CHILD, str(THREADS), str(SECONDS)],
@@ -94,8 +96,10 @@ def test_drains_in_a_tight_loop_lose_no_count_of_threads_syscalling_on_every_cpu
 def test_the_barrier_is_membarrier_here_and_says_so_where_it_has_no_syscall_number(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="croft.bcc"):
-        ProgramBarrier()()
+    names = SyscallNames.for_machine()
+    assert names is not None
+    with caplog.at_level(logging.WARNING, logger="croft.ebpf"):
+        ProgramBarrier(names.number("membarrier"))()
         assert caplog.messages == []  # membarrier(MEMBARRIER_CMD_GLOBAL) returned 0
-        ProgramBarrier("sparc64")()
-    assert caplog.messages == [f"no membarrier syscall number for sparc64: {LOSS}"]
+        ProgramBarrier(None)()
+    assert caplog.messages == [f"no membarrier syscall number for {os.uname().machine}: {LOSS}"]

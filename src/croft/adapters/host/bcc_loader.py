@@ -32,15 +32,19 @@ log = logging.getLogger("croft.bcc")
 
 
 def program_text(directory: Path, names: Sequence[str]) -> str:
-    """The programs `names` (file stems) of `directory`, concatenated into one BCC module so they
-    compile once."""
+    """The programs `names` (file stems) of `directory`, each as BCC takes it (`bcc_dialect`),
+    concatenated into one BCC module so they compile once."""
     parts = []
     for name in names:
         path = directory / f"{name}.c"
         try:
-            parts.append(f"// {path}\n{path.read_text()}")
+            text = path.read_text()
         except OSError as exc:
             raise UserError(f"cannot read the eBPF program {path}: {exc.strerror}; reinstall croft") from exc
+        try:
+            parts.append(f"// {path}\n{bcc_dialect(text)}")
+        except ValueError as exc:
+            raise UserError(f"the eBPF program {path} is not in croft's dialect: {exc}") from None
     return "\n".join(parts)
 
 
@@ -140,17 +144,17 @@ def _load_error(message: str, output: str, *, source: Path, release: str, verbos
     def see(what: str) -> str:
         return f"{what} is above" if verbose else f"rerun with --verbose to see {what}"
 
+    if "Operation not permitted" in message or "Operation not permitted" in output:
+        return UserError(
+            "the kernel refused to load croft's eBPF programs (Operation not permitted): run croft run as "
+            "root, or in a container with CAP_BPF and CAP_PERFMON"
+        )
     if "Failed to compile" in message:
         if "kernel headers" in output:
             return UserError(f"BCC found no kernel headers for Linux {release}: {SETUP_HINT}")
         return UserError(
             f"the eBPF programs in {source} do not compile against the headers in "
             f"/lib/modules/{release}/build: {see('what clang said')}"
-        )
-    if "Operation not permitted" in message:
-        return UserError(
-            "the kernel refused to load eBPF programs (root with CAP_BPF, CAP_PERFMON and "
-            "CAP_SYS_ADMIN is needed): run croft run as root, in a privileged container"
         )
     if "Failed to load" in message:
         program = message.split("program", 1)[-1].split(":", 1)[0].strip(" b'")
@@ -175,7 +179,7 @@ class BccPrograms:
     def __init__(
         self,
         settings: ProgramSettings,
-        sizes: MapSizes = MapSizes(),
+        sizes: MapSizes | None = None,
         *,
         directory: Path | None = None,
         modules_root: Path = Path("/lib/modules"),
@@ -198,14 +202,11 @@ class BccPrograms:
             stems = (*stems, "ingress")
         if features.oncpu:
             stems = ("oncpu", *stems)  # syscalls.c's task_newtask probe marks `started` (CROFT_ONCPU)
-        try:
-            text = bcc_dialect(program_text(directory, stems))
-        except ValueError as exc:
-            raise UserError(f"the eBPF programs in {directory} are not in croft's dialect: {exc}") from None
+        text = program_text(directory, stems)
         cflags = [
             "-DCROFT_BCC",
             f"-I{directory}",
-            *sizes.cflags(),
+            *(sizes or MapSizes()).cflags(),
             *(f"-DCROFT_SETTING_{name}={value}" for name, value in settings.values().items()),
             *(("-DCROFT_ONCPU",) if features.oncpu else ()),
             *(("-DCROFT_MOVES",) if features.moves else ()),

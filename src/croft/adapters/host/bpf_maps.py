@@ -44,7 +44,7 @@ class BpfMap:
         """Whether the key was there."""
         return self.lib.delete(self.fd, _buffer(key, self.key_size))
 
-    def keys(self) -> list[bytes]:
+    def all_keys(self) -> list[bytes]:
         """Every key, walked with BPF_MAP_GET_NEXT_KEY (for a map nothing else deletes from)."""
         found: list[bytes] = []
         previous: ctypes.Array[ctypes.c_char] | None = None
@@ -139,7 +139,7 @@ class Drain:
 
     def _drain_each(self, bpf_map: BpfMap) -> tuple[bytes, bytes]:
         keys, values = [], []
-        for key in bpf_map.keys():
+        for key in bpf_map.all_keys():
             value = bpf_map.get(key)
             if value is not None and bpf_map.delete(key):
                 keys.append(key)

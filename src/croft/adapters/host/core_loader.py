@@ -51,7 +51,7 @@ class CorePrograms:
     def __init__(
         self,
         settings: ProgramSettings,
-        sizes: MapSizes = MapSizes(),
+        sizes: MapSizes | None = None,
         *,
         path: Path | None = None,
         verbose: bool = False,
@@ -81,7 +81,7 @@ class CorePrograms:
         self._maps: dict[str, BpfMap] = {}
         keep = self._lib.set_print(self._printed)
         try:
-            self._load(found, settings, sizes, release)
+            self._load(found, settings, sizes or MapSizes(), release)
         except BaseException:
             self.close()
             raise
@@ -92,7 +92,7 @@ class CorePrograms:
     def _printed(self, level: int, text: str) -> None:
         if self._verbose:
             sys.stderr.write(text)
-        elif level == LIBBPF_WARN:
+        if level == LIBBPF_WARN:
             self._log.append(text)
 
     def _load(self, path: Path, settings: ProgramSettings, sizes: MapSizes, release: str) -> None:
@@ -126,8 +126,8 @@ class CorePrograms:
             except OSError as exc:
                 raise UserError(
                     f"cannot attach croft's eBPF program {name} to its tracepoint "
-                    f"({os.strerror(exc.errno) if exc.errno else exc}): mount tracefs at /sys/kernel/tracing, "
-                    f"or {self._see(LIBBPF_LOG)}"
+                    f"({os.strerror(exc.errno) if exc.errno else exc}): mount tracefs at "
+                    f"/sys/kernel/tracing, or {self._see(LIBBPF_LOG)}"
                 ) from None
 
     def _see(self, what: str) -> str:
@@ -136,24 +136,25 @@ class CorePrograms:
     def _load_error(self, exc: OSError, release: str) -> UserError:
         said = "".join(self._log)
         names = _PROGRAM.findall(said)
-        program = names[-1] if names else "(unnamed)"
+        # the program libbpf named last; before any (a map, the kernel's first probe), all of them
+        what = f"croft's eBPF program {names[-1]}" if names else "croft's eBPF programs"
         cause = os.strerror(exc.errno) if exc.errno else str(exc)
         if exc.errno == 1:  # EPERM: no CAP_BPF/CAP_PERFMON (or CAP_SYS_ADMIN before 5.8)
             return UserError(
-                f"the kernel refused to load croft's eBPF program {program} ({cause}): run croft run as "
-                "root, or in a container with CAP_BPF and CAP_PERFMON"
+                f"the kernel refused to load {what} ({cause}): run croft run as root, or in a container "
+                "with CAP_BPF and CAP_PERFMON"
             )
         if "BEGIN PROG LOAD LOG" in said:
             return UserError(
-                f"the kernel's verifier rejected croft's eBPF program {program} ({cause}): "
-                f"{self._see('its log')}, and report it with the kernel version {release}"
+                f"the kernel's verifier rejected {what} ({cause}): {self._see('its log')}, and report it "
+                f"with the kernel version {release}"
             )
         if "CO-RE" in said or "relo #" in said:
             return UserError(
-                f"croft's eBPF program {program} does not fit Linux {release}'s BTF ({cause}): "
-                f"{self._see(LIBBPF_LOG)}, and report it with the kernel version"
+                f"{what} does not fit Linux {release}'s BTF ({cause}): {self._see(LIBBPF_LOG)}, and "
+                "report it with the kernel version"
             )
-        return UserError(f"loading croft's eBPF program {program} failed ({cause}): {self._see(LIBBPF_LOG)}")
+        return UserError(f"loading {what} failed ({cause}): {self._see(LIBBPF_LOG)}")
 
     def map(self, name: str) -> BpfMap:
         found = self._maps.get(name)

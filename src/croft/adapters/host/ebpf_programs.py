@@ -9,7 +9,6 @@ BTF but with headers). Importing this module loads nothing.
 
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import Path
 from typing import Protocol
 
@@ -38,7 +37,7 @@ CORE_PROGRAMS = {"sys_enter": ("raw_syscalls", "sys_enter"), "task_newtask": ("t
 def program_dir() -> Path:
     """The directory of croft's bpf/*.c and the CO-RE objects: package data, so a source checkout
     (where the repository's `bpf/` links to it) and an installed wheel find the same files."""
-    return Path(str(resources.files("croft") / "bpf"))
+    return Path(__file__).resolve().parents[2] / "bpf"
 
 
 def has_tracepoint(category: str, event: str) -> bool:

@@ -84,7 +84,7 @@ def load_kernel_source(
     *,
     proc_root: Path = Path("/proc"),
     gpu_devices: Sequence[str] = DEFAULT_GPU_DEVICES,
-    sizes: MapSizes = MapSizes(),
+    sizes: MapSizes | None = None,
     verbose: bool = False,
     oncpu: bool = True,
     programs: Path | None = None,
@@ -93,6 +93,8 @@ def load_kernel_source(
     """croft's programs loaded by `loader` ("core": the CO-RE object through libbpf; "bcc": the
     sources compiled by BCC against the kernel's headers) and attached. A failure is a `UserError`
     naming the program and the cause. `programs`: another directory of sources or objects (tests)."""
+    if os.geteuid() != 0:
+        raise UserError("loading eBPF programs needs root: run croft run as root (e.g. with sudo)")
     names = syscall_names()
     ioctl_nr = names.number("ioctl")
     assert ioctl_nr is not None, "every syscall table names ioctl"
@@ -303,7 +305,7 @@ class EbpfKernelSource:
             self._watched_tgids.set(U32.pack(tgid), U32.pack(tgid))
             changed = True
         self._marked = selection.tgids
-        for key in self._watched_tgids.keys():
+        for key in self._watched_tgids.all_keys():
             (tgid,) = U32.unpack(key)
             if tgid not in selection.tgids and not (self._proc_root / str(tgid)).exists():
                 changed = self._watched_tgids.delete(key) or changed

@@ -32,7 +32,7 @@ LinkPtr = NewType("LinkPtr", int)
 
 # int (*libbpf_print_fn_t)(enum libbpf_print_level level, const char *fmt, va_list ap). va_list is
 # passed as a pointer on x86-64 (an array type) and on arm64 (a composite over 16 bytes, passed by
-# reference), which vsnprintf takes back as it came.
+# reference), which vasprintf takes back as it came.
 PRINT_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
 
 
@@ -104,13 +104,15 @@ class Libbpf:
         libc = _libc()
 
         def printed(level: int, fmt: bytes | None, args: int | None) -> int:
-            size = 4096
-            buffer = ctypes.create_string_buffer(size)
-            written = libc.vsnprintf(buffer, size, fmt, ctypes.c_void_p(args))
-            if written >= size:  # the message was cut: vsnprintf said how long it is
-                buffer = ctypes.create_string_buffer(written + 1)
-                libc.vsnprintf(buffer, written + 1, fmt, ctypes.c_void_p(args))
-            callback(int(level), buffer.value.decode(errors="replace"))
+            # vasprintf formats the whole message (a verifier log runs to megabytes) in one pass:
+            # `args` can be read once, ctypes has no va_copy.
+            text = ctypes.c_char_p()
+            if libc.vasprintf(ctypes.byref(text), fmt, ctypes.c_void_p(args)) < 0:
+                return 0
+            try:
+                callback(int(level), (text.value or b"").decode(errors="replace"))
+            finally:
+                libc.free(text)
             return 0
 
         c_callback = PRINT_FN(printed)
@@ -253,6 +255,8 @@ def _libc() -> ctypes.CDLL:
     global _LIBC
     if _LIBC is None:
         _LIBC = ctypes.CDLL(None)  # the C library the process already has
-        _LIBC.vsnprintf.restype = ctypes.c_int
-        _LIBC.vsnprintf.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_void_p]
+        _LIBC.vasprintf.restype = ctypes.c_int
+        _LIBC.vasprintf.argtypes = [ctypes.POINTER(ctypes.c_char_p), ctypes.c_char_p, ctypes.c_void_p]
+        _LIBC.free.restype = None
+        _LIBC.free.argtypes = [ctypes.c_char_p]
     return _LIBC

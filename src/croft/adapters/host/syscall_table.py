@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from importlib import resources
+from pathlib import Path
 
 import attrs
+
+TABLES = Path(__file__).with_name("syscalls")  # package data: a wheel installs it beside this module
 
 
 def parse_table(text: str) -> dict[int, str]:
@@ -40,10 +42,10 @@ class SyscallNames:
         """croft's table for `machine` (`os.uname().machine` by default), None for a machine it has
         no table for."""
         machine = machine or os.uname().machine
-        resource = resources.files("croft.adapters.host") / "syscalls" / f"{machine}.tbl"
+        resource = TABLES / f"{machine}.tbl"
         try:
             text = resource.read_text()
-        except (FileNotFoundError, NotADirectoryError):
+        except FileNotFoundError:
             return None
         return cls(by_nr=parse_table(text), source=str(resource))
 

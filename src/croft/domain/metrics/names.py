@@ -46,7 +46,7 @@ The collector's own health:
 | `croft_map_drops_total` | eBPF events lost (ring buffer or map full) |
 | `croft_compression_backlog_segments` | closed segments waiting to be compressed |
 | `croft_compression_failures_total` | segment compressions that failed (retried later) |
-| `croft_ebpf_mode` | 1, label `mode`: the eBPF loader counting (`core`, `bcc`, or `off`: no eBPF); live only |
+| `croft_ebpf_mode` | 1, label `mode`: the eBPF loader (`core`, `bcc`, or `off`: none); live only |
 | `croft_poll_seconds` | histogram of poll durations since the collector started |
 | `croft_build_info` | 1, label `version` |
 
