@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench install clean bpf-setup k8s-setup node-setup system-deps
+.PHONY: run test lint bench install clean bpf bpf-setup bpf-setup-bcc k8s-setup node-setup system-deps
 
 # The install builds croft's C modules (croft stats' fast path, croft scale's line scanner;
 # setup.py): the compiler and Python's headers come first (scripts/system-deps.sh build, root
@@ -20,9 +20,21 @@ $(STAMP): pyproject.toml setup.py src/croft/domain/dataset/_rowscan.c src/croft/
 
 install: $(STAMP)
 
-# Root only (a no-op otherwise): BCC, kernel headers, tracefs, bcc in the venv. See README, eBPF.
+# The CO-RE objects (src/croft/bpf/croft.{x86,arm64}.bpf.o) and syscall tables, rebuilt from
+# bpf/*.c and *.h and committed (the tests fail while they are older than their sources). Needs
+# clang, llvm and libbpf-dev (installed here, root only); nobody else ever needs them.
+bpf:
+	bash scripts/system-deps.sh bpf
+	bash scripts/build-bpf.sh
+
+# Root only (a no-op otherwise): libbpf1 and tracefs, what the CO-RE programs need. With
+# CROFT_EBPF=bcc, BCC's set-up too. bpf-setup-bcc: BCC, kernel headers and bcc in the venv as well
+# (the tests and benchmarks run both loaders). See README, eBPF.
 bpf-setup: $(STAMP)
-	bash scripts/setup-bpf.sh $(VENV)
+	bash scripts/setup-bpf.sh $(if $(filter bcc,$(CROFT_EBPF)),--bcc) $(VENV)
+
+bpf-setup-bcc: $(STAMP)
+	bash scripts/setup-bpf.sh --bcc $(VENV)
 
 # Builds (once, cached in /var/cache/croft-k8s) the kube-apiserver the k8s tests start, and in the same
 # Go build the node binaries node-setup takes. A machine that cannot build it still runs every other
@@ -39,7 +51,8 @@ node-setup: k8s-setup
 		|| echo "node-setup: no test node; the node tests will skip"
 
 # The collector on this host, as root. Without a GPU only watched cgroups give rows: e.g.
-# `WATCH_CGROUPS=system.slice,user.slice make run`. Every option reads its env variable (README).
+# `WATCH_CGROUPS=system.slice,user.slice make run`. Every option reads its env variable (README);
+# CROFT_EBPF picks the eBPF loader (auto: the CO-RE programs, no compiler or kernel headers).
 run: $(STAMP) bpf-setup
 	@echo "croft run: dataset $${DATASET_PATH:-/var/lib/croft/croft-dataset.jsonl}, GPU holders and the cgroups in WATCH_CGROUPS ($${WATCH_CGROUPS:-none}); Ctrl-C stops it"
 	$(BIN)/croft run
@@ -54,10 +67,10 @@ lint: $(STAMP)
 system-deps:
 	bash scripts/system-deps.sh
 
-test: lint bpf-setup k8s-setup node-setup system-deps
+test: lint bpf-setup-bcc k8s-setup node-setup system-deps
 	$(BIN)/pytest
 
-bench: $(STAMP) bpf-setup
+bench: $(STAMP) bpf-setup-bcc
 	$(BIN)/python benchmarks/readers.py
 	$(BIN)/python benchmarks/summaries.py
 	$(BIN)/python benchmarks/ebpf_overhead.py

@@ -2,12 +2,18 @@
 # Debian packages the tests use, installed once (idempotent; a no-op for what is already there, and
 # for non-root users, who then see the tests that need them skip). One package per line below:
 # append yours. `system-deps.sh build` installs only what `make install` needs to build croft's C
-# module (a compiler and Python's headers), before the install.
+# module (a compiler and Python's headers), before the install; `system-deps.sh bpf` only what
+# `make bpf` needs to build the eBPF objects (which are committed: users never need these).
 set -euo pipefail
 BUILD_PACKAGES=(
     gcc          # croft's C module (croft stats' fast path, setup.py)
     libc6-dev
     python3-dev  # Python.h, for the Debian python3 that makes the venv
+)
+BPF_PACKAGES=(
+    clang       # compiles bpf/*.c into the CO-RE objects (make bpf; the objects' rebuild test)
+    llvm        # llvm-strip: the objects keep their BTF, not the DWARF
+    libbpf-dev  # bpf_helpers.h, bpf_core_read.h, bpf_tracing.h
 )
 PACKAGES=(
     sysstat  # pidstat: the truth test of croft run's CPU, RSS, I/O and context switches
@@ -15,9 +21,12 @@ PACKAGES=(
     prometheus  # a real Prometheus scrapes croft run's /metrics in the tests
     openjdk-17-jre-headless  # Spark (pyspark, local mode) reads croft export's Parquet in the tests
     "${BUILD_PACKAGES[@]}"
+    "${BPF_PACKAGES[@]}"
 )
 if [ "${1:-}" = build ]; then
     PACKAGES=("${BUILD_PACKAGES[@]}")
+elif [ "${1:-}" = bpf ]; then
+    PACKAGES=("${BPF_PACKAGES[@]}")
 fi
 missing=()
 for pkg in "${PACKAGES[@]}"; do
