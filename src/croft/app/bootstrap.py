@@ -23,7 +23,6 @@ from croft.adapters.host.netns import NetnsFS
 from croft.adapters.host.pods import PodNames
 from croft.adapters.host.poller import LiveSource, UnavailableGpu
 from croft.adapters.host.procfs import ProcFS
-from croft.adapters.host.trace import TraceRecorder, read_trace, recorded_node, recorded_watch, trace_files
 from croft.adapters.http.metrics import CONTENT_TYPE, SnapshotCollector, exposition_body, metrics_page
 from croft.adapters.http.pages import healthz, landing_page
 from croft.adapters.http.server import HttpServer, Response
@@ -35,12 +34,12 @@ from croft.domain.collector.rows import CollectorConfig
 from croft.domain.collector.selection import parse_watch
 from croft.domain.collector.silence import unmatched_watch
 from croft.domain.collector.snapshot import Poll
-from croft.domain.collector.trace import TraceError
 from croft.domain.dataset.rotation import Limits
 from croft.errors import UserError
 
 if TYPE_CHECKING:
     from croft.adapters.host.ebpf_mode import Chosen, Mode
+    from croft.adapters.host.trace import TraceRecorder
 
 log = logging.getLogger("croft.run")
 
@@ -108,6 +107,8 @@ def build_recorder(settings: Settings) -> TraceRecorder | None:
     """The trace recorder of --record, its directory made and checked writable now (a `UserError`)."""
     if settings.record is None:
         return None
+    from croft.adapters.host.trace import TraceRecorder  # only a recording collector needs it
+
     where = settings.record
     try:
         recorder = TraceRecorder(where, settings.watch, settings.node)
@@ -199,10 +200,12 @@ def _gpu_source() -> GpuHolderSource:
 
 
 def build_live(
-    settings: Settings, metrics: SnapshotCollector | None = None
+    settings: Settings, metrics: SnapshotCollector | None = None, kernel: Chosen | None = None
 ) -> tuple[Pipeline, LiveSource, SystemClock]:
-    """The live collector: procfs, cgroupfs, eBPF (or none), NVML (or empty), the system clock."""
-    kernel = _kernel_source(settings.ebpf, settings.verbose)
+    """The live collector: procfs, cgroupfs, eBPF (`kernel`, or loaded here as `settings.ebpf`
+    says), NVML (or empty), the system clock."""
+    if kernel is None:
+        kernel = _kernel_source(settings.ebpf, settings.verbose)
     pipeline = build_pipeline(settings, metrics, ebpf_mode=kernel.mode)
     scan_devices = any(Path("/dev").glob("nvidia*"))
     cgroupfs = CgroupFS(settings.cgroup_root)
@@ -238,6 +241,9 @@ def build_replay(
     """The replaying collector: polls from the trace files at `replay`, no clock, no root. Without
     `--watch`, the trace's recorded one applies; without `--node`, the node the trace names (rows of
     a trace that names none carry no node)."""
+    from croft.adapters.host.trace import recorded_node, recorded_watch, trace_files
+    from croft.domain.collector.trace import TraceError
+
     files = trace_files(replay)
     if not files:
         raise UserError(f"no trace files (*.jsonl.zst) in {replay}; record one with croft run --record DIR")
@@ -261,6 +267,9 @@ def build_replay(
 
 
 def _checked(path: Path) -> Iterator[Poll]:
+    from croft.adapters.host.trace import read_trace
+    from croft.domain.collector.trace import TraceError
+
     try:
         yield from read_trace(path)
     except TraceError as exc:

@@ -92,7 +92,6 @@ def run(
     import socket
 
     from croft.adapters.host.clock import SystemClock
-    from croft.app import bootstrap, collector
     from croft.domain.dataset.http import is_safe_name
 
     logging.basicConfig(
@@ -110,6 +109,18 @@ def run(
         raise UserError(f"--node {node!r} is not a plain name (letters, digits, . _ -); give the node's name")
     if not node and replay is None:
         node = socket.gethostname()
+    if replay is None and os.geteuid() != 0:
+        raise UserError(
+            "croft run needs root to read every process's /proc files and load eBPF: "
+            "run it with sudo, or replay a recorded trace with --replay DIR"
+        )
+    kernel = None
+    if replay is None:  # first, before the rest of croft is imported: attached as soon as can be
+        from croft.adapters.host.ebpf_mode import open_kernel
+
+        kernel = open_kernel(ebpf, verbose=verbose)
+    from croft.app import bootstrap, collector
+
     settings = bootstrap.Settings(
         dataset=dataset,
         watch=watch,
@@ -120,11 +131,6 @@ def run(
         node=node or None,
         ebpf=ebpf,
     )
-    if replay is None and os.geteuid() != 0:
-        raise UserError(
-            "croft run needs root to read every process's /proc files and load eBPF: "
-            "run it with sudo, or replay a recorded trace with --replay DIR"
-        )
     server, metrics = bootstrap.build_http_server(metrics_addr, dataset) if metrics_addr else (None, None)
     try:
         if replay is not None:
@@ -133,7 +139,7 @@ def run(
             if linger:
                 collector.linger(linger, SystemClock())
             return code
-        pipeline, source, clock = bootstrap.build_live(settings, metrics)
+        pipeline, source, clock = bootstrap.build_live(settings, metrics, kernel)
         return collector.run_live(pipeline, source, clock)
     finally:
         if server is not None:
