@@ -74,6 +74,8 @@ bench: $(STAMP) bpf-setup-bcc
 	$(BIN)/python benchmarks/readers.py
 	$(BIN)/python benchmarks/summaries.py
 	$(BIN)/python benchmarks/ebpf_overhead.py
+	# croft run with the CO-RE programs against BCC: start, first row, RSS, CPU at 1,000 and 10,000 processes.
+	$(BIN)/python benchmarks/collector_run.py
 	$(BIN)/python benchmarks/rotation.py
 	$(BIN)/python benchmarks/collector.py
 	$(BIN)/python benchmarks/scale.py
