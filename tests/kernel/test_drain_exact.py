@@ -18,8 +18,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from croft.adapters.host.bpf_maps import LOSS, ProgramBarrier
-from croft.adapters.host.ebpf_source import EbpfKernelSource
+from croft.adapters.host.bpf_maps import LOSS, Drain, ProgramBarrier
+from croft.adapters.host.ebpf_source import COUNT, SYSCALL_KEY, EbpfKernelSource
 from croft.adapters.host.syscall_table import SyscallNames
 from croft.domain.collector.kernel import KernelSelection
 from tests.kernel.conftest import open_source
@@ -103,3 +103,20 @@ def test_the_barrier_is_membarrier_here_and_says_so_where_it_has_no_syscall_numb
         assert caplog.messages == []  # membarrier(MEMBARRIER_CMD_GLOBAL) returned 0
         ProgramBarrier(None)()
     assert caplog.messages == [f"no membarrier syscall number for {os.uname().machine}: {LOSS}"]
+
+
+def test_a_drain_key_by_key_returns_and_empties_what_a_batch_drain_does(loader: str) -> None:
+    """Kernels before 5.6 have no BPF_MAP_LOOKUP_AND_DELETE_BATCH: the same entries come back,
+    and the map is left empty, either way."""
+    with open_source(loader, oncpu=False) as kernel:
+        counts = kernel.loaded.map("syscall_counts_even")  # drained only by the odd-parity read
+        entries = {SYSCALL_KEY.pack(tgid, 39, 7): COUNT.pack(tgid * 3) for tgid in range(1, 300)}
+        results = []
+        for drain in (Drain(counts), Drain(counts, batch=False)):
+            for key, value in entries.items():
+                counts.set(key, value)
+            keys, values = drain.raw()
+            results.append(dict(zip(SYSCALL_KEY.iter_unpack(keys), COUNT.iter_unpack(values), strict=True)))
+            assert counts.all_keys() == []
+    expected = {SYSCALL_KEY.unpack(k): COUNT.unpack(v) for k, v in entries.items()}
+    assert results == [expected, expected]

@@ -80,15 +80,16 @@ class Drain:
     writes a map of the parity being drained, see bpf/syscalls.c).
 
     The key and value buffers are allocated once, at the largest capacity of `maps` (maps of one key
-    and value size: a pair drained by turns, `which` naming the one a call drains)."""
+    and value size: a pair drained by turns, `which` naming the one a call drains). `batch=False`
+    drains key by key from the start, as on a kernel without batch operations."""
 
-    def __init__(self, *maps: BpfMap) -> None:
+    def __init__(self, *maps: BpfMap, batch: bool = True) -> None:
         self._maps = maps
         capacity = max(m.max_entries for m in maps)
         self._key_size, self._value_size = maps[0].key_size, maps[0].value_size
         self._keys = ctypes.create_string_buffer(self._key_size * capacity)
         self._values = ctypes.create_string_buffer(self._value_size * capacity)
-        self._batch = True
+        self._batch = batch
 
     def raw(self, which: int = 0) -> tuple[bytes, bytes]:
         """The drained keys and values as packed bytes (for `struct.iter_unpack`)."""

@@ -146,7 +146,7 @@ class EbpfKernelSource:
         proc_root: Path = Path("/proc"),
         gpu_devices: Sequence[str] = DEFAULT_GPU_DEVICES,
     ) -> None:
-        self._loaded = loaded
+        self.loaded = loaded  # the loader's programs and maps
         self._names = names
         self._proc_root = proc_root
         self._is_gpu_device = GpuDeviceMatcher(tuple(gpu_devices))
@@ -190,7 +190,7 @@ class EbpfKernelSource:
             self._oncpu_dropped_before = 0
 
     def _pair(self, name: str) -> Drain:
-        return Drain(self._loaded.map(f"{name}_even"), self._loaded.map(f"{name}_odd"))
+        return Drain(self.loaded.map(f"{name}_even"), self.loaded.map(f"{name}_odd"))
 
     def read(self) -> KernelSample:
         """What the programs counted since the previous call, by host tgid."""
@@ -336,7 +336,7 @@ class EbpfKernelSource:
 
     def close(self) -> None:
         """Detach and unload the programs."""
-        self._loaded.close()
+        self.loaded.close()
 
     def __enter__(self) -> EbpfKernelSource:
         return self
