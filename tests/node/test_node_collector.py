@@ -1,9 +1,9 @@
 """The collector on a real node: `croft deploy kubernetes` runs the image built from
 deploy/docker/Dockerfile (no BCC, no LLVM) as a DaemonSet pod without kernel headers mounted, which
-loads its precompiled CO-RE eBPF programs with the manifest's capabilities only and writes rows under /var/lib/croft for the webapp's real pods; the rows carry
-the container ids the API reports, cgroup figures the cgroup's own files give and syscall rates
-that add up to the load sent; its /metrics names each pod as the API does, and croft top lists the
-pods' processes."""
+loads its precompiled CO-RE eBPF programs with the manifest's capabilities only and writes rows
+under /var/lib/croft for the webapp's real pods; the rows carry the container ids the API reports,
+cgroup figures the cgroup's own files give and syscall rates that add up to the load sent; its
+/metrics names each pod as the API does, and croft top lists the pods' processes."""
 
 from __future__ import annotations
 
