@@ -35,11 +35,16 @@ UNCHECKED = """    u64 *count = syscall_count(parity, &key);
 SYS_ENTER = {"core": "sys_enter", "bcc": "raw_tracepoint__sys_enter"}
 
 
-def programs_with(tmp_path: Path, loader: str, syscalls_c: str) -> Path:
-    """croft's sources with `syscalls_c` for syscalls.c, and for CO-RE their object, in `tmp_path`."""
+def programs_with(tmp_path: Path, loader: str, syscalls_c: str, leave_out: str = "") -> Path:
+    """croft's sources with `syscalls_c` for syscalls.c, and for CO-RE their object (without the
+    file `leave_out`), in `tmp_path`."""
     for source in (*program_dir().glob("*.c"), *program_dir().glob("*.h")):
         shutil.copy(source, tmp_path / source.name)
     (tmp_path / "syscalls.c").write_text(syscalls_c)
+    whole = (tmp_path / "croft.bpf.c").read_text()
+    (tmp_path / "croft.bpf.c").write_text(
+        whole.replace(f'#include "{leave_out}"\n', "") if leave_out else whole
+    )
     if loader == "core":
         if shutil.which("clang") is None or not Path("/usr/include/bpf/bpf_helpers.h").exists():
             pytest.skip("no clang or libbpf-dev to build a broken object: scripts/system-deps.sh")
@@ -207,3 +212,16 @@ def test_croft_run_ebpf_core_without_btf_exits_1_saying_what_to_use(tmp_path: Pa
         "programs are relocated against: run with --ebpf bcc (kernel headers and BCC) or --ebpf off"
     ), done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_an_object_of_another_croft_is_named_with_what_it_lacks(tmp_path: Path) -> None:
+    skip_unless_loadable("core")
+    programs = programs_with(tmp_path, "core", (program_dir() / "syscalls.c").read_text(), "ingress.c")
+    with pytest.raises(UserError) as caught:
+        open_source("core", programs=programs)
+    message = str(caught.value)
+    arch = OBJECT_ARCH[os.uname().machine]
+    assert message.startswith(f"croft's eBPF object {programs / f'croft.{arch}.bpf.o'} is not the one")
+    assert "inet_sock_set_state" in message and "tcp_probe" in message
+    assert message.endswith("): reinstall croft")
+    one_sentence(message)

@@ -104,15 +104,24 @@ class CorePrograms:
                 f"cannot open croft's eBPF object {path} ({exc.strerror}): reinstall croft"
             ) from None
         wanted = settings.features.programs()
-        for program in lib.programs(obj):
-            lib.program_set_autoload(program, wanted.get(lib.program_name(program), False))
-        for name, entries in sizes.by_map().items():
-            lib.map_set_max_entries(lib.find_map(obj, name), entries)
-        values = settings.values()
-        lib.map_set_initial_value(
-            lib.find_map(obj, ".rodata"),
-            SETTINGS.pack(values["ioctl_nr"], values["oncpu"], values["moves"], 0),
-        )
+        missing = set(wanted) - {lib.program_name(p) for p in lib.programs(obj)}
+        try:
+            for program in lib.programs(obj):
+                lib.program_set_autoload(program, wanted.get(lib.program_name(program), False))
+            for name, entries in sizes.by_map().items():
+                lib.map_set_max_entries(lib.find_map(obj, name), entries)
+            values = settings.values()
+            lib.map_set_initial_value(
+                lib.find_map(obj, ".rodata"),
+                SETTINGS.pack(values["ioctl_nr"], values["oncpu"], values["moves"], 0),
+            )
+        except OSError as exc:
+            missing.add(str(exc).split(": ")[0])
+        if missing:
+            raise UserError(
+                f"croft's eBPF object {path} is not the one this croft was built with (no "
+                f"{', '.join(sorted(missing))}): reinstall croft"
+            )
         try:
             lib.object_load(obj)
         except OSError as exc:
