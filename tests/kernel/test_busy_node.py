@@ -28,8 +28,8 @@ from croft.domain.collector.snapshot import Poll
 from croft.domain.dataset.row import ShortLived
 from croft.domain.metrics.series import MetricsMemory, groups_of, series
 from tests.helpers.burst import Spawner, Syscount, counts_of, run_polls, scratch_cgroup
+from tests.helpers.loaders import open_source
 from tests.helpers.snapshots import HEALTH
-from tests.kernel.conftest import open_source
 
 pytestmark = [pytest.mark.root, pytest.mark.bpf, pytest.mark.slow]
 

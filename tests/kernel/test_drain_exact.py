@@ -22,7 +22,7 @@ from croft.adapters.host.bpf_maps import LOSS, Drain, ProgramBarrier
 from croft.adapters.host.ebpf_source import COUNT, SYSCALL_KEY, EbpfKernelSource
 from croft.adapters.host.syscall_table import SyscallNames
 from croft.domain.collector.kernel import KernelSelection
-from tests.kernel.conftest import open_source
+from tests.helpers.loaders import open_source
 
 pytestmark = [pytest.mark.root, pytest.mark.bpf]
 

@@ -21,7 +21,7 @@ from croft.domain.collector import rows as collect
 from croft.domain.collector.snapshot import Poll
 from croft.domain.dataset.row import Row
 from tests.helpers.children import Child, make_gpu_node
-from tests.kernel.conftest import open_source
+from tests.helpers.loaders import open_source
 
 pytestmark = [pytest.mark.root, pytest.mark.bpf, pytest.mark.slow]
 

@@ -23,7 +23,7 @@ from croft.domain.collector.ingress import endpoint_totals, ingress
 from croft.domain.collector.kernel import KernelSample
 from croft.domain.collector.netparse import parse_tcp_queues
 from croft.domain.collector.snapshot import NetnsSample
-from tests.kernel.conftest import open_source
+from tests.helpers.loaders import open_source
 
 pytestmark = [pytest.mark.root]
 

@@ -14,7 +14,7 @@ import pytest
 from croft.domain.collector.kernel import GROUP_ORIGIN, KernelSample, KernelSelection, KernelSource
 from tests.helpers.children import PAYLOAD_BYTES, Child, make_gpu_node
 from tests.helpers.fake_kernel import FakeChild, FakeKernel
-from tests.kernel.conftest import open_source, skip_unless_loadable
+from tests.helpers.loaders import open_source, skip_unless_loadable
 
 K = 5000
 # What a child may add on its own: its read of the command and its write of `done`.

@@ -16,7 +16,7 @@ from croft.adapters.host.ebpf_programs import program_dir
 from croft.adapters.host.ebpf_source import load_kernel_source
 from croft.errors import UserError
 from tests.helpers.cli import CROFT
-from tests.kernel.conftest import open_source, skip_unless_loadable
+from tests.helpers.loaders import open_source, skip_unless_loadable
 
 pytestmark = [pytest.mark.root, pytest.mark.bpf]
 

@@ -23,7 +23,7 @@ from croft.domain.collector.kernel import KernelSample
 from croft.domain.collector.snapshot import Poll
 from croft.domain.dataset.row import Row
 from tests.helpers.children import Child, make_gpu_node
-from tests.kernel.conftest import LOADERS, open_source, skip_unless_loadable
+from tests.helpers.loaders import LOADERS, open_source, skip_unless_loadable
 
 pytestmark = [pytest.mark.root, pytest.mark.bpf, pytest.mark.slow]
 

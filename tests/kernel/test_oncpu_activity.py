@@ -27,7 +27,7 @@ from croft.domain.collector.kernel import Activity
 from croft.domain.collector.rows import CollectorState, rows
 from croft.domain.collector.snapshot import CgroupMembership, Poll, ProcessSample
 from tests.helpers.burst import scratch_cgroup
-from tests.kernel.conftest import LOADERS, open_source
+from tests.helpers.loaders import LOADERS, open_source
 
 pytestmark = [pytest.mark.root, pytest.mark.bpf]
 

@@ -20,8 +20,8 @@ import pytest
 
 from tests.helpers import workload
 from tests.helpers.cli import CROFT
+from tests.helpers.loaders import skip_unless_loadable
 from tests.helpers.net import free_port
-from tests.kernel.conftest import skip_unless_loadable
 
 pytestmark = [pytest.mark.root, pytest.mark.bpf, pytest.mark.slow]
 

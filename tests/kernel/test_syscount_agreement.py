@@ -13,7 +13,7 @@ import pytest
 from croft.adapters.host.ebpf_source import EbpfKernelSource
 from croft.domain.collector.kernel import KernelSelection
 from tests.helpers.children import Child
-from tests.kernel.conftest import open_source
+from tests.helpers.loaders import open_source
 
 pytestmark = [pytest.mark.root, pytest.mark.bpf, pytest.mark.slow]
 

@@ -25,7 +25,7 @@ from croft.adapters.host.cgroupfs import CgroupFS
 from croft.adapters.host.ebpf_source import EbpfKernelSource
 from croft.domain.collector.kernel import GROUP_ORIGIN, KernelSample, KernelSelection
 from tests.helpers.burst import scratch_cgroup
-from tests.kernel.conftest import open_source
+from tests.helpers.loaders import open_source
 
 pytestmark = [pytest.mark.root, pytest.mark.bpf]
 
