@@ -6,7 +6,8 @@ For each loader (`--ebpf core`, `--ebpf bcc`) and each size, interleaved round b
 
 - start to attached: from the process's start until its log says the programs are attached (the
   `eBPF: ...` line, written once libbpf or BCC attached the last program): Python's start, croft's
-  imports, the syscall table, loading and attaching;
+  imports, the syscall table, loading and attaching; beside it the CPU the process had used by then
+  (what a busy host's wall time inflates);
 - start to first row: until the first row of a watched process is in the dataset (the first poll
   has no rates: rows come with the second, 2 s later);
 - RSS steady: VmRSS after `--settle` seconds of polls, the median of a few samples; RSS peak: VmHWM
@@ -40,7 +41,6 @@ sys.path.insert(0, str(REPO))
 from tests.helpers.workload import OwnCgroup  # noqa: E402
 
 CROFT = str(Path(sys.executable).parent / "croft")
-TICKS = os.sysconf("SC_CLK_TCK")
 LOADERS = ("core", "bcc")
 
 
@@ -69,8 +69,14 @@ def status(pid: int) -> dict[str, int]:
 
 
 def cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
+    """CPU time of every thread of `pid` so far, in s (schedstat: nanoseconds, not 10 ms ticks)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int(task.joinpath("schedstat").read_text().split()[0])
+        except (OSError, ValueError):
+            continue  # a thread that ended meanwhile
+    return total / 1e9
 
 
 def free_port() -> int:
@@ -87,6 +93,7 @@ def one_run(loader: str, watch: str, settle_s: float, seconds: float) -> dict[st
         started = time.monotonic()
         croft = subprocess.Popen(argv, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
         attached: list[float] = []
+        attached_cpu: list[float] = []
         lines: list[str] = []
 
         def read_log() -> None:
@@ -95,6 +102,7 @@ def one_run(loader: str, watch: str, settle_s: float, seconds: float) -> dict[st
                 lines.append(line)
                 if line.startswith("croft: eBPF:") and not attached:
                     attached.append(time.monotonic() - started)
+                    attached_cpu.append(cpu_s(croft.pid))
 
         reader = threading.Thread(target=read_log, daemon=True)
         reader.start()
@@ -121,6 +129,7 @@ def one_run(loader: str, watch: str, settle_s: float, seconds: float) -> dict[st
         reader.join(timeout=5)
         return {
             "attached_s": attached[0] if attached else float("nan"),
+            "attached_cpu_s": attached_cpu[0] if attached_cpu else float("nan"),
             "first_row_s": first_row,
             "rss_mb": statistics.median(rss) / 1024,
             "peak_mb": peak / 1024,
@@ -149,8 +158,8 @@ def main() -> None:
         f"{os.getloadavg()[0]:.2f} on {os.cpu_count()} cores"
     )
     print(
-        f"{'processes':>9} {'loader':>6} {'attached s':>18} {'first row s':>18} {'RSS MB':>18} "
-        f"{'peak MB':>18} {'CPU % core @2s':>18}"
+        f"{'processes':>9} {'loader':>6} {'attached s':>18} {'(its CPU s)':>18} {'first row s':>18} "
+        f"{'RSS MB':>18} {'peak MB':>18} {'CPU % core @2s':>18}"
     )
     for size in (int(s) for s in args.sizes.split(",")):
         with OwnCgroup(f"croft-run-bench-{os.getpid()}") as group:
@@ -167,7 +176,8 @@ def main() -> None:
                     return spread([r[key] for r in runs], digits)
 
                 print(
-                    f"{size:>9} {loader:>6} {column('attached_s', 2):>18} {column('first_row_s', 2):>18} "
+                    f"{size:>9} {loader:>6} {column('attached_s', 2):>18} {column('attached_cpu_s', 2):>18} "
+                    f"{column('first_row_s', 2):>18} "
                     f"{column('rss_mb', 1):>18} {column('peak_mb', 1):>18} {column('cpu_pct', 2):>18}",
                     flush=True,
                 )
