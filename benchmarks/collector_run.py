@@ -15,7 +15,7 @@ For each loader (`--ebpf core`, `--ebpf bcc`) and each size, interleaved round b
 - CPU: the process's CPU time (user + system, /proc/<pid>/stat) over `--seconds` of polls after
   settling, in % of one core at 2 s polls.
 
-Goals (issue 28, CO-RE): RSS steady <= 48 MB and peak <= 64 MB at 1,000 processes; attached
+Goals (CO-RE): RSS steady <= 48 MB and peak <= 64 MB at 1,000 processes; attached
 <= 0.5 s; first row at the second poll (<= 2.5 s).
 
     sudo .venv/bin/python benchmarks/collector_run.py [--rounds 3] [--sizes 1000,10000]

@@ -1,14 +1,22 @@
-"""croft scale against the Kubernetes HPA on the recorded 5 -> 75 -> 5 RPS burst, and croft's decision
-time for 200 pods across 20 collectors, in one run.
+"""croft scale against the Kubernetes HPA on the recorded 5 -> 75 -> 5 RPS burst, and croft scale's
+decision time for 200 pods across 20 collectors, in one run.
 
-The decision reads the /metrics bodies the collectors really serve: croft's series of a poll
-(croft.domain.metrics.series: per container 24 busiest syscalls + `other`, the gauges, the counters)
-then the collector's own registry, rendered by exposition_body, each container with 2 processes
-making 28 syscalls. Beside it, parsing every line of the same bodies; then the decision time as the
-Deployment's pods grow (50, 200, 800) and as other Deployments' containers on the same collectors
-grow (50, 200, 800).
+The decision reads what the collectors really answer: croft scale asks each for only the series its
+estimate reads (`GET /metrics?name[]=...&syscall=sendto&syscall=other`, `scrape_query`), the collector
+picks them from its newest poll (croft.domain.metrics.series: per container 24 busiest syscalls +
+`other`, the gauges, the counters; each container with 2 processes making 28 syscalls) and renders
+them with exposition_body, and the scaler parses the small answers whole and decides. Measured, in
+rounds (median and p99 per round; the figure is the median of the rounds [their min-max]):
 
-    .venv/bin/python benchmarks/scale.py [--repeat 200]
+- the decision from the 20 answers (the scaler's CPU per poll: parse, select, estimate, decide),
+  beside the same decision from whole pages (a collector of a version before the query);
+- the collector rendering one answer (parse the query, pick, render), beside rendering its page;
+- a poll end to end over HTTP: 20 croft collectors (croft's HttpServer and /metrics route, in another
+  process) fetched 8 at a time as croft scale does, then the decision;
+- the decision time as the Deployment's pods grow (50, 200, 800) and as other Deployments'
+  containers on the same collectors grow (50, 200, 800).
+
+    .venv/bin/python benchmarks/scale.py [--repeat 200] [--rounds 5]
 
 The burst is fixtures/scale/burst.jsonl (SYNTHETIC, see scripts/make-scale-fixtures.py): croft's
 decisions are a replay of it with default options. The HPA arm is a model of the HPA's algorithm
@@ -26,18 +34,34 @@ every combination of phases in 1 s steps and reported as median [min-max].
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
 import os
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from croft.adapters.http.metrics import SnapshotCollector, exposition_body, metrics_page
+import attrs
+import httpx
+
+from croft.adapters.http.metrics import (
+    CONTENT_TYPE,
+    MetricsPage,
+    SnapshotCollector,
+    exposition_body,
+    metrics_handler,
+    metrics_page,
+)
+from croft.adapters.http.server import Handler, HttpServer, Response
 from croft.domain.collector.snapshot import CgroupMembership, Instant, Poll, ProcessSample
 from croft.domain.dataset.row import CgroupUsage, Process, Row, SyscallRate, Usage
-from croft.domain.metrics.exposition import parse_exposition
+from croft.domain.metrics.exposition import Sample
+from croft.domain.metrics.query import parse_query, query_string
 from croft.domain.metrics.series import Health, MetricsMemory, series
 from croft.domain.scaling.decision import (
     CollectorScrape,
@@ -47,6 +71,7 @@ from croft.domain.scaling.decision import (
     ScaleConfig,
     ScaleHistory,
     desired_replicas,
+    scrape_query,
 )
 from croft.domain.scaling.record import decode_poll, replay
 
@@ -55,6 +80,8 @@ FIXTURE = ROOT / "fixtures" / "scale" / "burst.jsonl"
 META = ROOT / "fixtures" / "scale" / "burst.meta.json"
 SYNC_S, METRIC_S, TOLERANCE, TARGET, WINDOW_S, MAX_REPLICAS = 15, 15, 0.1, 0.7, 300, 10
 GOAL_CROFT_S, GOAL_LEAD_S, GOAL_DECISION_MS = 6.0, 10.0, 20.0
+OTHERS = 100
+"""Containers of other Deployments on the collectors, beside the Deployment's pods."""
 
 
 def croft_arm(meta: dict[str, object]) -> dict[str, float]:
@@ -137,11 +164,9 @@ ZERO_RATES = (
 NOW_MS = 1_767_000_000_000
 
 
-def served_body(containers: list[str]) -> str:
-    """A collector's /metrics as it serves it after a poll of `containers`, 2 processes each making
-    the 28 `SYSCALLS` (so 24 busiest + `other` per container): croft's series
-    (croft.domain.metrics.series) with the one renderer, then the collector's own registry (build
-    info, process_*, poll histogram), as exposition_body writes them."""
+def served_samples(containers: list[str]) -> tuple[Sample, ...]:
+    """A collector's series after a poll of `containers`, 2 processes each making the 28 `SYSCALLS`
+    (so 24 busiest + `other` per container): croft.domain.metrics.series of the poll's rows."""
     processes, rows = [], []
     for c, cid in enumerate(containers):
         pod = f"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{c:08x}.slice"
@@ -175,22 +200,54 @@ def served_body(containers: list[str]) -> str:
             )
     poll = Poll(Instant(NOW_MS, 0), 100, tuple(processes), ())
     samples, _ = series(poll, rows, Health(0.01, 10_000, 0, 0, 0), MetricsMemory())
+    return samples
+
+
+def served_page(containers: list[str]) -> MetricsPage:
+    """The collector's /metrics after a poll of `containers`: its series, then its own registry
+    (build info, process_*, poll histogram)."""
     collector = SnapshotCollector()
-    collector.publish(samples)
-    return exposition_body(metrics_page(collector, version="bench")).decode("utf-8")
+    collector.publish(served_samples(containers))
+    return metrics_page(collector, version="bench")
 
 
-def observations(pods: int, others: int, collectors: int = 20) -> Observations:
-    """`pods` pods of the Deployment and `others` containers of other Deployments, spread evenly over
-    `collectors` collectors (one container each)."""
-    ours = [f"{1 << 200 | i:064x}" for i in range(pods)]
-    theirs = [f"{2 << 200 | i:064x}" for i in range(others)]
-    scrapes = tuple(
-        CollectorScrape(f"croft-{c}", NOW_MS, served_body(ours[c::collectors] + theirs[c::collectors]))
-        for c in range(collectors)
-    )
-    views = tuple(PodView(f"webapp-{i}", (cid,)) for i, cid in enumerate(ours))
-    return Observations(NOW_MS, views, scrapes)
+DEPLOYMENT = DeploymentView("croft-exp", "webapp", 8, 1.0)
+CONFIG = ScaleConfig("sendto", 2.06, 50, max_replicas=300)
+QUERY = query_string(scrape_query(CONFIG))
+"""What croft scale asks each collector for (the part of the URL after `?`)."""
+
+
+def answer(page: MetricsPage, query: str = QUERY) -> bytes:
+    """The collector's answer to `GET /metrics?<query>`, as its /metrics route renders it."""
+    return exposition_body(page, parse_query(query))
+
+
+@attrs.frozen
+class Cluster:
+    """`pods` of the Deployment and other containers spread evenly over collectors (one container
+    each), and each collector's page."""
+
+    pods: tuple[PodView, ...]
+    pages: tuple[MetricsPage, ...]
+
+    @classmethod
+    def of(cls, pods: int, others: int, collectors: int = 20) -> Cluster:
+        ours = [f"{1 << 200 | i:064x}" for i in range(pods)]
+        theirs = [f"{2 << 200 | i:064x}" for i in range(others)]
+        pages = tuple(served_page(ours[c::collectors] + theirs[c::collectors]) for c in range(collectors))
+        return cls(tuple(PodView(f"webapp-{i}", (cid,)) for i, cid in enumerate(ours)), pages)
+
+    def observations(self, bodies: list[str]) -> Observations:
+        scrapes = tuple(CollectorScrape(f"croft-{c}", NOW_MS, body) for c, body in enumerate(bodies))
+        return Observations(NOW_MS, self.pods, scrapes)
+
+    def asked(self) -> Observations:
+        """The poll croft scale sees: each collector's answer to its query."""
+        return self.observations([answer(page).decode() for page in self.pages])
+
+    def whole(self) -> Observations:
+        """The poll croft scale sees from collectors that ignore the query: their whole pages."""
+        return self.observations([exposition_body(page).decode() for page in self.pages])
 
 
 Timing = tuple[float, float, float, float]
@@ -212,23 +269,77 @@ def timed_ms(action: Callable[[], object], repeat: int) -> Timing:
     return statistics.median(wall), wall[p99], statistics.median(cpu), cpu[p99]
 
 
-DEPLOYMENT = DeploymentView("croft-exp", "webapp", 8, 1.0)
-CONFIG = ScaleConfig("sendto", 2.06, 50, max_replicas=300)
+def rounds_ms(action: Callable[[], object], repeat: int, rounds: int) -> list[Timing]:
+    """`timed_ms` of `action`, `rounds` times."""
+    return [timed_ms(action, repeat) for _ in range(rounds)]
 
 
-def decision_ms(seen: Observations, repeat: int) -> Timing:
-    """Median and p99 of desired_replicas on `seen` (every scrape's body read as a live poll reads it)."""
+def spread_ms(timings: list[Timing], index: int) -> str:
+    """Figure `index` of a `Timing` over rounds: the median of the rounds [min-max]."""
+    values = sorted(t[index] for t in timings)
+    return f"{statistics.median(values):.2f} [{values[0]:.2f}-{values[-1]:.2f}]"
+
+
+def decide(seen: Observations) -> None:
+    """desired_replicas on `seen`; it must count every pod with complete data."""
     decision = desired_replicas(seen, DEPLOYMENT, CONFIG, ScaleHistory())
     estimate = decision.estimate
     assert estimate is not None and estimate.complete, decision.reason
     assert estimate.containers_counted == len(seen.pods)
-    return timed_ms(lambda: desired_replicas(seen, DEPLOYMENT, CONFIG, ScaleHistory()), repeat)
 
 
-def full_parse_ms(seen: Observations, repeat: int) -> Timing:
-    """Median and p99 of parsing every line of every body (what a decision reading all it is served
-    would pay before any arithmetic)."""
-    return timed_ms(lambda: [parse_exposition(s.body or "") for s in seen.scrapes], repeat)
+def decision_ms(seen: Observations, repeat: int, rounds: int = 1) -> list[Timing]:
+    """Timings of desired_replicas on `seen` (every scrape's body read as a live poll reads it), in a
+    process whose garbage collector walks what croft scale's does: what is alive is frozen first, as
+    croft scale freezes what it holds before its loop (the collectors' pages built here are not in
+    its process; walked by every full collection, they made the p99 several times the median)."""
+    decide(seen)
+    gc.collect()
+    gc.freeze()
+    return rounds_ms(lambda: decide(seen), repeat, rounds)
+
+
+def whole_page_route(page: MetricsPage) -> Handler:
+    """/metrics as croft's collector answered before the query: the whole page, whatever is asked."""
+    return lambda _: Response(200, CONTENT_TYPE, exposition_body(page))
+
+
+def serve(pods: int, others: int, old: int) -> None:
+    """Serve `Cluster.of(pods, others)`'s pages from croft's HttpServer and /metrics route (`old`:
+    the route before the query, the whole page whatever is asked), one server per collector on
+    127.0.0.1; print their ports as a JSON list, serve until stdin closes."""
+    servers = []
+    for page in Cluster.of(pods, others).pages:
+        server = HttpServer("127.0.0.1", 0)
+        server.route("/metrics", whole_page_route(page) if old else metrics_handler(page))
+        server.start()
+        servers.append(server)
+    print(json.dumps([server.address[1] for server in servers]), flush=True)
+    sys.stdin.read()
+    for server in servers:
+        server.close()
+
+
+def http_poll_ms(cluster: Cluster, repeat: int, rounds: int, old: bool = False) -> list[Timing]:
+    """A poll end to end over HTTP: every collector (croft's server, in another process; `old`: as
+    before the query) asked with `QUERY`, 8 at a time as croft scale's loop does, then the decision
+    from the answers."""
+    argv = [sys.executable, __file__, "--serve", str(len(cluster.pods)), str(OTHERS), str(int(old))]
+    with subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as servers:
+        assert servers.stdout is not None and servers.stdin is not None
+        ports = json.loads(servers.stdout.readline())
+        urls = [f"http://127.0.0.1:{port}/metrics?{QUERY}" for port in ports]
+        with httpx.Client(timeout=10) as client, ThreadPoolExecutor(max_workers=8) as pool:
+
+            def poll() -> None:
+                bodies = list(pool.map(lambda url: client.get(url).raise_for_status().text, urls))
+                decide(cluster.observations(bodies))
+
+            gc.collect()
+            gc.freeze()
+            timings = rounds_ms(poll, repeat, rounds)
+        servers.stdin.close()
+    return timings
 
 
 def seconds(value: float) -> str:
@@ -242,7 +353,12 @@ def ratio(a: float, b: float) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--repeat", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--serve", nargs=3, type=int, help=argparse.SUPPRESS)  # http_poll_ms' servers
     args = parser.parse_args()
+    if args.serve:
+        serve(*args.serve)
+        return
     meta = json.loads(META.read_text())
     croft = croft_arm(meta)
     runs = [hpa_arm(meta, m, s) for m in range(METRIC_S) for s in range(SYNC_S)]
@@ -271,29 +387,59 @@ def main() -> None:
         f"0 scale-downs in the burst: {'met' if croft['downs'] == 0 else 'MISSED'}",
     )
     print("  goals: " + "; ".join(verdicts))
-    seen = observations(200, 100)
-    lines = sum((s.body or "").count("\n") for s in seen.scrapes)
-    size = sum(len(s.body or "") for s in seen.scrapes) / 1e6
+    cluster = Cluster.of(200, OTHERS)
+    asked, whole = cluster.asked(), cluster.whole()
+
+    def size(seen: Observations) -> str:
+        lines = sum((s.body or "").count("\n") for s in seen.scrapes)
+        return f"{lines} lines, {sum(len(s.body or '') for s in seen.scrapes) / 1e3:.0f} kB"
+
     print(
-        f"  decision input: 200 pods + 100 other containers on 20 collectors, /metrics as served: "
-        f"{lines} lines, {size:.1f} MB"
+        f"  decision input: 200 pods + {OTHERS} other containers on 20 collectors; /metrics?{QUERY[:40]}...: "
+        f"{size(asked)} (whole pages: {size(whole)})"
     )
-    median_ms, p99_ms, cpu_median, cpu_p99 = decision_ms(seen, args.repeat)
-    full_median, full_p99, _, _ = full_parse_ms(seen, max(args.repeat // 10, 5))
+    rounds, repeat = args.rounds, args.repeat
+    small = decision_ms(asked, repeat, rounds)
+    full = decision_ms(whole, max(repeat // 20, 5), rounds)
+    p99 = statistics.median(t[1] for t in small)
     print(
-        f"  decision time per poll: median {median_ms:.2f} ms, p99 {p99_ms:.2f} ms; "
-        f"goal p99 < {GOAL_DECISION_MS:.0f} ms: {'met' if p99_ms < GOAL_DECISION_MS else 'MISSED'} "
-        f"(goal/p99 {GOAL_DECISION_MS / p99_ms:.1f}x; thread CPU median {cpu_median:.2f} ms, "
-        f"p99 {cpu_p99:.2f} ms; load {os.getloadavg()[0]:.1f}); parsing every line of the same bodies "
-        f"instead: median {full_median:.2f} ms, p99 {full_p99:.2f} ms ({full_median / median_ms:.0f}x)"
+        f"  decision time per poll over {rounds} rounds of {repeat}, ms, median of the rounds [min-max]: "
+        f"median {spread_ms(small, 0)}, p99 {spread_ms(small, 1)}; goal p99 < {GOAL_DECISION_MS:.0f} ms: "
+        f"{'met' if p99 < GOAL_DECISION_MS else 'MISSED'} (goal/p99 {GOAL_DECISION_MS / p99:.1f}x; "
+        f"thread CPU median {spread_ms(small, 2)}, p99 {spread_ms(small, 3)}; load {os.getloadavg()[0]:.1f})"
     )
-    # How the cost grows: with the Deployment's pods (others fixed at 100), and with other
-    # Deployments' containers on the same collectors (the Deployment's 200 pods fixed).
+    print(
+        f"  the same decision from whole pages (a collector older than the query): median "
+        f"{spread_ms(full, 0)}, p99 {spread_ms(full, 1)} "
+        f"({statistics.median(t[0] for t in full) / statistics.median(t[0] for t in small):.0f}x "
+        "the answers')"
+    )
+    page = cluster.pages[0]
+    render = rounds_ms(lambda: answer(page), repeat, rounds)
+    render_all = rounds_ms(lambda: exposition_body(page), max(repeat // 10, 5), rounds)
+    print(
+        f"  a collector rendering its answer ({len(cluster.pods) // 20 + OTHERS // 20} containers, "
+        f"{len(answer(page))} B): median {spread_ms(render, 0)}, p99 {spread_ms(render, 1)} ms (thread CPU "
+        f"median {spread_ms(render, 2)}, p99 {spread_ms(render, 3)}); its whole "
+        f"page ({len(exposition_body(page))} B): median {spread_ms(render_all, 0)}, "
+        f"p99 {spread_ms(render_all, 1)} ms"
+    )
+    http = http_poll_ms(cluster, max(repeat // 4, 10), rounds)
+    http_old = http_poll_ms(cluster, max(repeat // 40, 5), rounds, old=True)
+    print(
+        f"  a poll end to end over HTTP (20 croft collectors in one other process, fetched 8 at a time, "
+        f"then the decision): median {spread_ms(http, 0)}, p99 {spread_ms(http, 1)} ms; from collectors "
+        f"older than the query: median {spread_ms(http_old, 0)}, p99 {spread_ms(http_old, 1)} ms"
+    )
+    # How the cost grows: with the Deployment's pods (others fixed), and with other Deployments'
+    # containers on the same collectors (the Deployment's 200 pods fixed).
     for label, shapes in (
-        ("the Deployment's pods (100 others)", [(n, 100) for n in (50, 200, 800)]),
+        (f"the Deployment's pods ({OTHERS} others)", [(n, OTHERS) for n in (50, 200, 800)]),
         ("other containers (200 pods)", [(200, n) for n in (50, 200, 800)]),
     ):
-        figures = {shape: decision_ms(observations(*shape), max(args.repeat // 2, 20)) for shape in shapes}
+        figures = {
+            shape: decision_ms(Cluster.of(*shape).asked(), max(repeat // 2, 20))[0] for shape in shapes
+        }
         counts = [shape[0] if "pods (" in label else shape[1] for shape in shapes]
         first, last = figures[shapes[0]], figures[shapes[-1]]
         print(

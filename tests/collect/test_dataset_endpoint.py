@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import orjson
+import msgspec
 import pytest
 
 from tests.helpers.cli import CROFT
@@ -79,7 +79,7 @@ def raw_get(url: str, target: str) -> tuple[int, bytes]:
 
 def test_the_index_lists_the_dataset_files_with_sizes(served: tuple[str, Path]) -> None:
     url, data = served
-    index = orjson.loads(httpx.get(url + "/dataset/").content)
+    index = msgspec.json.decode(httpx.get(url + "/dataset/").content)
     live = data / "croft-dataset.jsonl"
     assert index == {
         "version": 1,

@@ -116,6 +116,6 @@ def local_lines(directory: Path) -> list[bytes]:
 
 def seqs(lines: list[bytes]) -> list[int]:
     """The sequence numbers (tgids) of rows, sorted."""
-    import orjson
+    import msgspec
 
-    return sorted(int(orjson.loads(line)["tgid"]) for line in lines)
+    return sorted(int(msgspec.json.decode(line)["tgid"]) for line in lines)

@@ -228,18 +228,22 @@ def host_ip() -> str | None:
 
 
 class MetricsServer:
-    """A stand-in for a collector's /metrics: serves what `make_body()` returns at each request."""
+    """A stand-in for a collector's /metrics: serves what `make_body()` returns at each request,
+    whatever its query (as a collector older than the query does); `paths` are the paths asked,
+    query included."""
 
     def __init__(self, address: str) -> None:
         self.make_body: Callable[[], str] = lambda: ""
         self.requests = 0
+        self.paths: list[str] = []
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 outer.requests += 1
+                outer.paths.append(self.path)
                 data = outer.make_body().encode()
-                self.send_response(200 if self.path == "/metrics" else 404)
+                self.send_response(200 if self.path.partition("?")[0] == "/metrics" else 404)
                 self.send_header("Content-Type", "text/plain; version=0.0.4")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()

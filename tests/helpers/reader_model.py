@@ -1,7 +1,7 @@
 """A reference model of reading a dataset, the obvious way, for the readers' agreement tests.
 
 Every file is read whole, split on newlines, and each line judged by the codec itself
-(`croft.domain.dataset.codec.decode_row`, orjson + cattrs): a row, blank (nothing), too long (over
+(`croft.domain.dataset.codec.decode_row`, msgspec): a row, blank (nothing), too long (over
 `MAX_LINE_BYTES`), not JSON or not a row; a last line without its newline that is not a row is
 torn. A zstd file is decompressed by the readers' one zstd reader (its damage semantics are tested
 on their own in test_readers_files), so the model's lines after the damage are the readers' too.
@@ -15,7 +15,6 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import attrs
-import orjson
 
 from croft.adapters.dataset.files import Damaged, shown, zstd_blocks
 from croft.domain.dataset import codec
@@ -36,7 +35,7 @@ def judge(line: bytes) -> Row | str | None:
         return codec.decode_row(line)
     except codec.NotARow:
         return NOT_A_ROW
-    except orjson.JSONDecodeError:
+    except codec.NotJSON:
         return NOT_JSON
 
 

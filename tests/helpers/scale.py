@@ -2,9 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+
+import attrs
+import msgspec
+
+from croft.adapters.http.metrics import (
+    CONTENT_TYPE,
+    MetricsPage,
+    SnapshotCollector,
+    exposition_body,
+    metrics_handler,
+    metrics_page,
+)
+from croft.adapters.http.server import Handler, HttpServer, Response
+from croft.domain.dataset.row import Process
 from croft.domain.metrics import names as names
 from croft.domain.metrics.exposition import Sample, render_exposition
+from croft.domain.metrics.series import MetricsMemory, series
 from croft.domain.scaling.decision import CollectorScrape, Observations, PodView
+from tests.helpers.rows import member_row
+from tests.helpers.snapshots import HEALTH, WATCHED, poll, proc
 
 CALLS_PER_REQUEST = 2.06
 
@@ -83,3 +102,45 @@ def with_gap(observations: Observations, kind: str) -> Observations:
 
 
 GAP_KINDS = ("down", "stale", "garbled", "no-series", "nan", "inf", "negative", "hidden")
+
+
+Group = tuple[str, str, Mapping[str, float]]
+"""(cgroup path, container id, syscall rates) of one container a collector watches."""
+SERVED_AT_MS = 1_700_000_002_000
+"""When `served_samples`' poll happened, by default (unix ms)."""
+
+
+def served_samples(groups: Sequence[Group], at_ms: int = SERVED_AT_MS) -> tuple[Sample, ...]:
+    """What a collector publishes after one poll at `at_ms` of `groups`: the series of
+    croft.domain.metrics.series (every family it serves: CPU, memory, pressure, counters, info, the
+    syscall rates with `other`), not only those croft scale reads."""
+    rows = []
+    for tgid, (cgroup, container_id, syscalls) in enumerate(groups, start=1):
+        process = Process(comm="x", exe="x", cgroup=cgroup, container_id=container_id or None, cwd="/")
+        rows.append(msgspec.structs.replace(member_row(WATCHED, tgid, dict(syscalls)), process=process))
+    at = poll(2, (proc(1),))
+    at = attrs.evolve(at, at=attrs.evolve(at.at, unix_ms=at_ms))
+    samples, _ = series(at, rows, HEALTH, MetricsMemory())
+    return samples
+
+
+def old_collector_handler(page: MetricsPage) -> Handler:
+    """/metrics as croft's collector answered it before the query: the whole page, whatever is asked."""
+    return lambda _: Response(200, CONTENT_TYPE, exposition_body(page))
+
+
+@contextmanager
+def collector(samples: tuple[Sample, ...], *, old: bool = False) -> Iterator[tuple[str, SnapshotCollector]]:
+    """croft's HTTP server on 127.0.0.1 serving /metrics of `samples` (and the collector's own registry)
+    as `croft run --metrics-addr` does, or, `old`, as a collector that ignores the query: its base URL
+    and the collector to publish later polls to."""
+    published = SnapshotCollector()
+    published.publish(samples)
+    page = metrics_page(published, version="0.0-test")
+    server = HttpServer("127.0.0.1", 0)
+    server.route("/metrics", old_collector_handler(page) if old else metrics_handler(page))
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{server.address[1]}", published
+    finally:
+        server.close()

@@ -10,6 +10,8 @@ from croft.domain.dataset.row import (
     UNIX_MS_MAX,
     WORKLOADS,
     CgroupUsage,
+    GpuEngine,
+    GpuUse,
     Ingress,
     Process,
     Row,
@@ -68,6 +70,22 @@ ingresses = st.builds(
     tcp_data_segments_s=st.none() | rates,
     tcp_connections_s=st.none() | rates,
 )
+gpu_engines = st.builds(GpuEngine, name=st.text(min_size=1, max_size=16), busy_percent=percent)
+gpu_uses = st.builds(
+    GpuUse,
+    index=st.integers(min_value=0, max_value=63),
+    uuid=st.none() | text,
+    gpu_instance_id=st.none() | st.integers(min_value=0, max_value=14),
+    compute_instance_id=st.none() | st.integers(min_value=0, max_value=7),
+    driver=st.none() | st.sampled_from(["amdgpu", "i915", "xe", "msm"]),
+    pci=st.none() | st.just("0000:03:00.0"),
+    memory_bytes=st.none() | counts,
+    sm_percent=st.none() | percent,
+    memory_bandwidth_percent=st.none() | percent,
+    encoder_percent=st.none() | percent,
+    decoder_percent=st.none() | percent,
+    engines=st.none() | st.lists(gpu_engines, min_size=1, max_size=4).map(tuple),
+)
 syscall_rates = st.builds(SyscallRate, name=st.text(min_size=1, max_size=24), rate_per_sec=rates)
 
 
@@ -86,6 +104,9 @@ def rows(draw: st.DrawFn) -> Row:
         since_last_gpu_ioctl_ms=draw(counts) if gpu else None,
         label=draw(st.none() | text),
         ingress=draw(st.none() | ingresses),
+        gpus=draw(st.lists(gpu_uses, min_size=1, max_size=3).map(tuple))
+        if gpu and draw(st.booleans())
+        else None,
         node=draw(st.none() | text),
     )
 

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import attrs
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -150,7 +150,7 @@ def test_a_foreign_state_file_is_refused(tmp_path: Path) -> None:
 
 
 def test_short_lived_summaries_are_exported_and_null_elsewhere(tmp_path: Path) -> None:
-    carrier = attrs.evolve(
+    carrier = msgspec.structs.replace(
         make_row(100, START_MS),
         short_lived=ShortLived(processes=3, syscalls=(SyscallRate(name="execve", rate_per_sec=1.5),)),
     )
@@ -243,7 +243,7 @@ def test_a_changed_segment_is_exported_again_and_its_old_parts_go(tmp_path: Path
     assert len(changed) == len(data) and changed != data
     # Same name, other size: node-1's segment now holds its rows an hour later.
     rows = [
-        attrs.evolve(r, unix_ms=r.unix_ms + HOUR_MS)
+        msgspec.structs.replace(r, unix_ms=r.unix_ms + HOUR_MS)
         for r in fleet_rows(random.Random(5), 1, START_MS + 1000, 30)
     ]
     write_segment(moved, rows)
@@ -355,7 +355,7 @@ def test_every_row_comes_back_from_parquet_as_it_was(
 
     from croft.adapters.dataset.parquet import PartWriter
 
-    written = [attrs.evolve(row, node=None, short_lived=extra) for row, extra in drawn]
+    written = [msgspec.structs.replace(row, node=None, short_lived=extra) for row, extra in drawn]
     with tempfile.TemporaryDirectory() as tmp:
         writer = PartWriter(Path(tmp) / "part.parquet", compression="zstd", row_group_mb=row_group_mb)
         for at in range(0, len(written), 7):

@@ -29,7 +29,15 @@ from tests.helpers.prometheus import query, wait_for
 
 from croft.domain.metrics import names as names
 from croft.domain.metrics.exposition import parse_exposition
-from croft.domain.scaling.decision import CollectorScrape, Observations, PodView, ScaleConfig, estimate_rate
+from croft.domain.metrics.query import query_string
+from croft.domain.scaling.decision import (
+    CollectorScrape,
+    Observations,
+    PodView,
+    ScaleConfig,
+    estimate_rate,
+    scrape_query,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 TRACE = REPO / "fixtures" / "traces" / "live"
@@ -165,6 +173,34 @@ def test_croft_scale_parser_reads_the_rates_off_croft_runs_real_body(croft_metri
     container_series = [s for s in every if s.name.startswith("croft_container_")]
     assert container_series
     assert {s.label(names.LABEL_CGROUP) for s in container_series} == {HOSTILE_CGROUP}
+
+
+def test_croft_run_answers_croft_scales_query_with_only_its_series_and_the_same_estimate(
+    croft_metrics: str,
+) -> None:
+    config = ScaleConfig(syscall="write", calls_per_request=2.0, cpu_per_request_ms=50.0)
+    asked = httpx.get(f"{croft_metrics}?{query_string(scrape_query(config))}", timeout=5)
+    assert asked.status_code == 200
+    samples = parse_exposition(asked.text)
+    assert {(s.name, s.label(names.LABEL_SYSCALL)) for s in samples} == {
+        (names.LAST_POLL_TIMESTAMP_SECONDS, None),
+        (names.CONTAINER_CPU_CORES, None),
+        (names.CONTAINER_SYSCALL_RATE, "write"),
+    }
+    assert {s.label(names.LABEL_CGROUP) for s in samples if s.name != names.LAST_POLL_TIMESTAMP_SECONDS} == {
+        HOSTILE_CGROUP
+    }
+    now_ms = int(LAST_POLL_S * 1000) + 1000
+    pods = (PodView("web-0", (CONTAINER_ID,)),)
+    whole = httpx.get(croft_metrics, timeout=5).text
+    estimates = [
+        estimate_rate(Observations(now_ms, pods, (CollectorScrape("croft-node-0", now_ms, body),)), config)
+        for body in (asked.text, whole)
+    ]
+    assert estimates[0] == estimates[1] and estimates[0].request_rate == WRITE_RATE / 2.0
+    assert len(asked.content) * 10 < len(whole.encode())
+    bad = httpx.get(f"{croft_metrics}?name[]=not-a-name", timeout=5)
+    assert (bad.status_code, bad.text.count("\n")) == (400, 1)
 
 
 def test_metrics_addr_taken_is_one_sentence_and_exit_1(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ import shutil
 from collections.abc import Collection
 from pathlib import Path
 
-import orjson
+import msgspec
 import pytest
 
 from croft.adapters.host.procfs import ProcFS, Wanted
@@ -19,7 +19,7 @@ from croft.domain.collector.kernel import Activity
 from croft.domain.collector.snapshot import CgroupMembership, ProcessSample
 
 PROCFS = Path(__file__).resolve().parents[2] / "fixtures" / "procfs" / "hybrid"
-PIDS = orjson.loads((PROCFS / "pids.json").read_bytes())
+PIDS = msgspec.json.decode((PROCFS / "pids.json").read_bytes())
 NOBODY = Activity(ran=frozenset())
 
 

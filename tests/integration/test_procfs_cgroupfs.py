@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import orjson
+import msgspec
 import pytest
 
 from croft.adapters.host.cgroupfs import CgroupFS
@@ -23,7 +23,7 @@ from croft.domain.collector.procparse import (
 from croft.domain.collector.snapshot import CgroupMembership
 
 PROCFS = Path(__file__).resolve().parents[2] / "fixtures" / "procfs"
-PIDS = orjson.loads((PROCFS / "hybrid" / "pids.json").read_bytes())
+PIDS = msgspec.json.decode((PROCFS / "hybrid" / "pids.json").read_bytes())
 CAPTURED = sorted(int(p.name) for p in (PROCFS / "hybrid" / "proc").iterdir())
 
 
@@ -130,7 +130,7 @@ SPLIT = PROCFS / "split"
 def test_split_hybrid_paths_read_every_number_from_the_row_cgroup() -> None:
     """A sits in v2 /croft-split and v1 cpu,cpuacct /croft-split-v1; B in v2 / and v1 /croft-split-v1;
     both in an unrelated v1 memory cgroup. Each sample's numbers are its row cgroup's files only."""
-    pids = orjson.loads((SPLIT / "pids.json").read_bytes())
+    pids = msgspec.json.decode((SPLIT / "pids.json").read_bytes())
     samples, dropped = ProcFS(SPLIT / "proc").scan(everything)
     assert dropped == 0
     by_pid = {s.tgid: s for s in samples}

@@ -6,7 +6,7 @@ import json
 import subprocess
 from pathlib import Path
 
-import attrs
+import msgspec
 import pytest
 from tests.helpers.cli import croft
 from tests.helpers.rows import seq_row
@@ -76,7 +76,9 @@ def write(directory: Path, rows: list[Row]) -> Path:
 
 
 def with_id(row: Row, container_id: str) -> Row:
-    return attrs.evolve(row, process=attrs.evolve(row.process, container_id=container_id))
+    return msgspec.structs.replace(
+        row, process=msgspec.structs.replace(row.process, container_id=container_id)
+    )
 
 
 def test_an_ambiguous_prefix_lists_the_matching_ids(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import os
 import re
 from pathlib import Path
 
-import orjson
+import msgspec
 import pytest
 import zstandard
 from tests.helpers.cli import croft
@@ -33,7 +33,7 @@ OTHER = "ab12cd34" + "0" * 56  # a second container
 def row_line(tgid: int, unix_ms: int, container: str | None = EXAMPLE_CONTAINER, **changes: object) -> bytes:
     value = codec.row_to_dict(make_row(tgid, unix_ms, container_id=container))
     value.update(changes)
-    return orjson.dumps(value)
+    return msgspec.json.encode(value)
 
 
 def hostile_lines(unix_ms: int) -> list[bytes]:

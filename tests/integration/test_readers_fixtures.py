@@ -74,23 +74,6 @@ def test_stats_of_a_fixture_equal_a_naive_reading(name: str) -> None:
     } == expected_stats(naive_rows(FIXTURES / name))
 
 
-@pytest.mark.parametrize("name", ["sample", "nodes", "damaged"])
-def test_the_native_fast_path_reads_each_fixture_as_the_python_path(name: str) -> None:
-    """Every total, syscall sums to the last 2**-80 and skips by kind, with and without it."""
-    for syscalls in (False, True):
-        _, fast = read_stats(FIXTURES / name, host=HOST, syscalls=syscalls, native=True)
-        _, pure = read_stats(FIXTURES / name, host=HOST, syscalls=syscalls, native=False)
-        for acc in (fast, pure):
-            assert acc.rows > 0
-        assert vars(fast).keys() == vars(pure).keys()
-        for key in vars(fast):
-            if key != "skips":
-                assert getattr(fast, key) == getattr(pure, key), key
-        assert fast.skips.report() == pure.skips.report()
-        assert fast.skips.total_lines == pure.skips.total_lines
-        assert bool(fast.syscall_sums) == syscalls
-
-
 def test_the_sample_is_a_dataset_directory_with_closed_segments_and_a_live_file() -> None:
     names = sorted(p.name for p in (FIXTURES / "sample").iterdir())
     assert names[-1] == "croft-dataset.jsonl"

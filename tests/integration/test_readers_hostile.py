@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-import orjson
+import msgspec
 import pytest
 import zstandard
 from tests.helpers.cli import CROFT, croft
@@ -192,4 +192,4 @@ def test_a_fifo_among_the_segments_is_skipped_and_said(tmp_path: Path) -> None:
     got, stderr = stats_json(tmp_path)
     assert got["rows"] == 3
     assert stderr == f"croft: skipped {fifo}: it is a FIFO (named pipe), not a dataset file\n"
-    assert orjson.loads(orjson.dumps(got))  # the JSON is valid JSON
+    assert msgspec.json.decode(msgspec.json.encode(got))  # the JSON is valid JSON

@@ -10,7 +10,7 @@ import os
 import subprocess
 from pathlib import Path
 
-import orjson
+import msgspec
 import pytest
 from tests.helpers.cli import CROFT
 from tests.helpers.golden import assert_same_bytes
@@ -20,7 +20,7 @@ from croft.domain.dataset.codec import decode_row
 REPO = Path(__file__).resolve().parents[2]
 TRACES = REPO / "fixtures" / "traces"
 GOLDEN = REPO / "fixtures" / "golden"
-PIDS = orjson.loads((TRACES / "live" / "pids.json").read_bytes())
+PIDS = msgspec.json.decode((TRACES / "live" / "pids.json").read_bytes())
 TRACE_NAMES = sorted(p.name for p in TRACES.iterdir() if p.is_dir())
 
 
@@ -35,7 +35,7 @@ def replay(trace: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[s
 
 
 def rows_of(path: Path) -> list[dict]:  # type: ignore[type-arg]
-    return [orjson.loads(line) for line in path.read_bytes().splitlines()]
+    return [msgspec.json.decode(line) for line in path.read_bytes().splitlines()]
 
 
 @pytest.mark.parametrize("name", TRACE_NAMES)
@@ -127,10 +127,12 @@ def test_rows_name_the_node_of_the_trace_or_of_node(tmp_path: Path) -> None:
         header, rest = (
             zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True).read().split(b"\n", 1)
         )
-    named = orjson.loads(header) | {"node": "gpu-a"}
+    named = msgspec.json.decode(header) | {"node": "gpu-a"}
     trace = tmp_path / "trace"
     trace.mkdir()
-    (trace / source.name).write_bytes(zstandard.ZstdCompressor().compress(orjson.dumps(named) + b"\n" + rest))
+    (trace / source.name).write_bytes(
+        zstandard.ZstdCompressor().compress(msgspec.json.encode(named) + b"\n" + rest)
+    )
     golden = rows_of(GOLDEN / "live.jsonl")
     assert golden and all("node" not in row for row in golden)
     for extra, node in (((), "gpu-a"), (("--node", "lab-7"), "lab-7")):

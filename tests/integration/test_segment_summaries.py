@@ -1,8 +1,10 @@
 """Segment summaries: the compressor appends one to each segment in a zstd skippable
 frame, after a frame of per-poll figures; `croft stats` and `croft profile` answer from trusted
-ones; every other reader still reads every row. The law: for any dataset, with or without
-summaries, of this version or the last, damaged or not, the answers read with summaries equal a
-full scan's."""
+ones; every other reader still reads every row. The trust rule is the file's structure (the
+summary ends the file, matches its own CRC-32, and names where the data ends); damage inside the
+data is what `croft index --verify` finds. The law: for any dataset, with or without summaries, of
+this version or the last, damaged or not, the answers read with summaries equal a full scan's once
+`croft index --verify` has run, and without it wherever the damage changed the file's structure."""
 
 from __future__ import annotations
 
@@ -10,15 +12,13 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
-import time
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import orjson
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -27,23 +27,12 @@ from tests.helpers.rows import T0_MS, make_row
 from croft.adapters.dataset.compressor import compress_segment
 from croft.adapters.dataset.files import find_files
 from croft.adapters.dataset.scan import read_containers, read_profile, read_stats
-from croft.adapters.dataset.summaries import (
-    CheckMemory,
-    _live,
-    _memory,
-    index,
-    load,
-    load_all,
-    remembered_checks,
-)
-from croft.adapters.dataset.summary_index import FOLDER, load_trusted
-from croft.app.stats_text import plain_lines
+from croft.adapters.dataset.summaries import index, load
 from croft.domain.dataset import codec
 from croft.domain.dataset.profile import Subject
 from croft.domain.dataset.rotation import Naming, SegmentName
 from croft.domain.dataset.row import CgroupUsage, SyscallRate
 from croft.domain.dataset.segments import FOOTER_BYTES, FOOTER_MAGIC, SKIPPABLE_MAGIC, decode, frame_start
-from croft.domain.dataset.summary import StatsAccumulator
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMING = Naming.for_live("croft-dataset.jsonl")
@@ -70,7 +59,18 @@ def line(draw: st.DrawFn, hour: int) -> bytes:
     node = draw(st.sampled_from([None, "", "named"]))
     if node is not None:
         value["node"] = node
-    return orjson.dumps(value)
+    gpus = draw(st.sampled_from(GPUS)) if value["workload"] == "gpu-held" else None
+    if gpus is not None:  # percentages whose float sums would depend on the order they are added in
+        value["gpus"] = gpus
+    return msgspec.json.encode(value)
+
+
+GPUS = (
+    None,
+    [{"index": 0, "uuid": "GPU-0", "memory_bytes": 3 << 29, "sm_percent": 33.33, "decoder_percent": 0.0}],
+    [{"index": 1, "uuid": "GPU-1", "sm_percent": 0.1}, {"index": 0, "uuid": "GPU-0", "memory_bytes": 2**52}],
+    [{"index": 0, "driver": "amdgpu", "engines": [{"name": "gfx", "busy_percent": 0.7}]}],
+)
 
 
 @st.composite
@@ -106,6 +106,18 @@ def datasets(draw: st.DrawFn) -> dict[str, list[tuple[int, bytes, str]]]:
         hours = draw(st.lists(st.integers(0, 4), min_size=1, max_size=3, unique=True))
         nodes[node] = [(hour, draw(segment(hour)), draw(st.sampled_from(DAMAGE))) for hour in sorted(hours)]
     return nodes
+
+
+IN_PLACE = ("flip data", "other summary")  # damage that leaves the file's structure as it was
+
+
+def changed_data(path: Path) -> bool:
+    """Whether the data before `path`'s summary is not the data it was written for."""
+    from croft.adapters.dataset.summaries import data_crc
+
+    (f,) = find_files(path)
+    summary = load(f)
+    return summary is not None and data_crc(path, summary.data_bytes) != summary.crc32
 
 
 def write(root: Path, spec: dict[str, list[tuple[int, bytes, str]]]) -> None:
@@ -154,11 +166,11 @@ def as_version_2(whole: bytes) -> bytes:
     without the per-poll figures."""
     start = frame_start(whole[-FOOTER_BYTES:])
     assert start is not None
-    body = orjson.loads(whole[start + 8 : -FOOTER_BYTES])
+    body = msgspec.json.decode(whole[start + 8 : -FOOTER_BYTES])
     data_bytes = body["data_bytes"]
     body["version"] = 2
     del body["profile"]
-    raw = orjson.dumps(body)
+    raw = msgspec.json.encode(body)
     payload = raw + data_bytes.to_bytes(8, "little") + zlib.crc32(raw).to_bytes(4, "little") + FOOTER_MAGIC
     return (
         whole[:data_bytes]
@@ -213,29 +225,49 @@ def test_answers_with_summaries_equal_a_full_scan(
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir()
     write(root, spec)
-    if reindex:
-        index(root)  # summaries for the segments without a trusted one (damaged ones stay without)
+    in_place = {
+        f"{node}/{NAMING.compressed(SegmentName(T0_MS // 1000 * 1000 + hour * HOUR))}"
+        for node, segments in spec.items()
+        for hour, _, damage in segments
+        if damage in IN_PLACE
+    }
+    if reindex or in_place:
+        # summaries for the segments without a trusted one (damaged ones stay without); with
+        # --verify, those whose data was changed in place are found and summarized anew
+        done = index(root, verify=bool(in_place))
+        found = {str(Path(name).relative_to(root)) for name in done.mismatched}
+        assert found <= in_place
+        assert all(name in found for name in in_place if changed_data(root / name))
     assert stats_answer(root, True) == stats_answer(root, False)
-    files = find_files(root)
-    assert load_all(files, 2, pool_bytes=0) == [load(f) for f in files]  # checked on a pool alike
     for subject in SUBJECTS:
         for window in WINDOWS:
             assert profile_answer(root, subject, window, True) == profile_answer(root, subject, window, False)
 
 
-def test_a_summary_is_trusted_only_while_it_matches_its_segment(tmp_path: Path) -> None:
+def test_a_summary_is_trusted_while_the_file_ends_with_it_and_verify_finds_changed_data(
+    tmp_path: Path,
+) -> None:
     name = SegmentName(T0_MS // 1000 * 1000)
-    rows = b"".join(orjson.dumps(codec.row_to_dict(make_row(t))) + b"\n" for t in range(1, 5))
+    rows = b"".join(msgspec.json.encode(codec.row_to_dict(make_row(t))) + b"\n" for t in range(1, 5))
     (tmp_path / NAMING.plain(name)).write_bytes(rows)
     compress_segment(tmp_path, NAMING, name)
     (f,) = find_files(tmp_path)
     summary = load(f)
     assert summary is not None and summary.state["stats"]["rows"] == 4
     whole = f.path.read_bytes()
-    start = frame_start(whole[-FOOTER_BYTES:])
-    assert start is not None
-    f.path.write_bytes(whole[:10] + bytes([whole[10] ^ 1]) + whole[11:])  # same size, other bytes
+    f.path.write_bytes(whole + b"\n")  # appended to: the summary no longer ends the file
     assert load(find_files(tmp_path)[0]) is None
+    f.path.write_bytes(whole[:-1])  # cut
+    assert load(find_files(tmp_path)[0]) is None
+    f.path.write_bytes(whole[:10] + bytes([whole[10] ^ 1]) + whole[11:])  # same size, other data
+    assert load(find_files(tmp_path)[0]) == summary  # the structure says nothing of the data
+    done = index(tmp_path)
+    assert (done.written, done.present, done.mismatched) == (0, 1, ())
+    done = index(tmp_path, verify=True)
+    assert [Path(m).name for m in done.mismatched] == [NAMING.compressed(name)]
+    assert done.written + len(done.failed) == 1
+    assert stats_answer(tmp_path, True) == stats_answer(tmp_path, False)  # the damage is now reported
+    assert index(tmp_path, verify=True).mismatched == ()
 
 
 @pytest.mark.parametrize("at", [1, 7])  # in the per-poll figures' frame's magic, in its size
@@ -257,7 +289,7 @@ def test_a_summary_whose_figures_frame_header_is_damaged_is_not_trusted(tmp_path
 
 def segment_rows(directory: Path) -> tuple[Path, list[bytes]]:
     name = SegmentName(T0_MS // 1000 * 1000)
-    rows = [orjson.dumps(codec.row_to_dict(make_row(t, T0_MS + t))) for t in range(1, 200)]
+    rows = [msgspec.json.encode(codec.row_to_dict(make_row(t, T0_MS + t))) for t in range(1, 200)]
     (directory / NAMING.plain(name)).write_bytes(b"".join(r + b"\n" for r in rows))
     compress_segment(directory, NAMING, name)
     path = directory / NAMING.compressed(name)
@@ -277,7 +309,7 @@ def test_the_dataset_doc_python_snippet_reads_every_row_of_a_summarized_segment(
     monkeypatch.chdir(tmp_path)
     scope: dict[str, Any] = {}
     exec(snippet, scope)  # the snippet, verbatim
-    assert scope["rows"] == [orjson.loads(r) for r in rows]
+    assert scope["rows"] == [msgspec.json.decode(r) for r in rows]
 
 
 @pytest.mark.skipif(shutil.which("zstd") is None, reason="the zstd command is not installed")
@@ -323,7 +355,7 @@ def window_rows(tmp_path: Path, **changes: Any) -> tuple[Path, list[bytes]]:
             )
             if tgid == 3 and poll % 3 == 0:
                 value["node"] = "named"
-            rows.append(orjson.dumps(value))
+            rows.append(msgspec.json.encode(value))
     name = SegmentName(T0_MS // 1000 * 1000)
     plain = tmp_path / NAMING.plain(name)
     plain.write_bytes(b"".join(r + b"\n" for r in rows))
@@ -401,189 +433,8 @@ def test_croft_index_rewrites_a_version_2_summary_as_this_version(tmp_path: Path
     assert index(tmp_path).present == 1
 
 
-def answers(root: Path, summaries: bool) -> tuple[Any, ...]:
-    """Every answer the property tests compare: stats (with containers) and each subject's profile
-    over each window."""
-    profiles = [
-        profile_answer(root, subject, window, summaries) for subject in SUBJECTS for window in WINDOWS
-    ]
-    return stats_answer(root, summaries), profiles
-
-
-def remembered(now_ns: int, cache: Path, root: Path) -> tuple[Any, ...]:
-    """`answers(root, True)` as the croft commands ask: checks remembered in `cache` as of `now_ns`."""
-    remembered_checks(now_ns, cache / "trusted-summaries.json")
-    try:
-        return answers(root, True)
-    finally:
-        _memory.clear()
-        _live.clear()
-
-
-def live_rows(hours: list[int]) -> bytes:
-    """A live file's rows in those hours, at the very poll times the segments' rows may have."""
-    return b"".join(
-        orjson.dumps(codec.row_to_dict(make_row(1 + n % 3, T0_MS + hour * HOUR + n * 2000))) + b"\n"
-        for hour in hours
-        for n in range(3)
-    )
-
-
-def damage_in_place(path: Path) -> None:
-    """Flip a byte of `path`'s data, keeping its size and mtime: only its ctime tells."""
-    facts = path.stat()
-    whole = path.read_bytes()
-    at = 12  # in the data frame
-    path.write_bytes(whole[:at] + bytes([whole[at] ^ 0x40]) + whole[at + 1 :])
-    os.utime(path, ns=(facts.st_atime_ns, facts.st_mtime_ns))
-
-
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(
-    spec=datasets(),
-    live=st.lists(st.integers(0, 4), max_size=2),
-    damage_later=st.booleans(),
-    corrupt=st.booleans(),
-)
-def test_answers_from_merged_summaries_equal_a_full_scan(
-    scratch: Path,
-    spec: dict[str, list[tuple[int, bytes, str]]],
-    live: list[int],
-    damage_later: bool,
-    corrupt: bool,
-) -> None:
-    """With the memories on, asked once (each directory's merged summaries written), again (read),
-    and again after a segment was damaged in place or a merged state's bytes were: the answers
-    equal a full scan's. The live files' polls may be the segments' own."""
-    root, cache = scratch / "merged", scratch / "merged-cache"
-    for old in (root, cache):
-        shutil.rmtree(old, ignore_errors=True)
-    root.mkdir()
-    write(root, spec)
-    for node in spec:
-        if live:
-            (root / node / NAMING.live).write_bytes(live_rows(live))
-    now_ns = time.time_ns() + 10 * 1_000_000_000  # every file written over 2 s before
-    full = answers(root, False)
-    assert remembered(now_ns, cache, root) == full
-    assert remembered(now_ns, cache, root) == full
-    if corrupt:
-        for merged in (cache / FOLDER).glob("*"):
-            whole = merged.read_bytes()
-            merged.write_bytes(whole[:-1] + bytes([whole[-1] ^ 0x01]))
-    if damage_later:
-        damage_in_place(next((root / next(iter(spec))).glob("*.zst")))
-        full = answers(root, False)
-    assert remembered(now_ns, cache, root) == full
-
-
-def test_merged_summaries_answer_for_a_directory_only_while_its_segments_are_unchanged(
-    tmp_path: Path,
-) -> None:
-    """A directory's segments, once checked, are answered by its merged state (none read on its
-    own); one changed since (its ctime) makes it ignored and written anew; a merged state of
-    another directory is never the answer, nor one from before a segment was replaced by another
-    file of the same name, size and mtime."""
-    root, cache = tmp_path / "data", tmp_path / "cache"
-    root.mkdir()
-    write(root, {"n1": [(hour, window_segment(hour), "none") for hour in range(3)]})
-    now_ns = time.time_ns() + 10 * 1_000_000_000
-    remembered_checks(now_ns, cache / "trusted-summaries.json")
-    try:
-        full = read_stats(root, syscalls=True, workers=1, summaries=False)[1].summary(find_files(root))
-        files = find_files(root)
-        first = load_trusted(files, 1)
-        assert not first.merged and all(s is not None for s in first.summaries)
-        again = load_trusted(files, 1)
-        assert len(again.merged) == 1 and again.answered == {0, 1, 2}
-        assert again.summaries == [None, None, None]
-        acc = StatsAccumulator(syscalls=True)
-        again.stats_into(acc)
-        assert acc.summary(find_files(root)) == full
-        # another directory with the same segments (copies, other inodes) has its own
-        shutil.copytree(root, tmp_path / "copy", copy_function=shutil.copy2)
-        copied = load_trusted(find_files(tmp_path / "copy"), 1)
-        assert not copied.merged and all(s is not None for s in copied.summaries)
-        # a segment replaced by another file (same name, size and mtime: another inode)
-        victim = files[1].path
-        facts = victim.stat()
-        replacement = victim.with_name(".replacement")
-        replacement.write_bytes(victim.read_bytes())
-        os.utime(replacement, ns=(facts.st_atime_ns, facts.st_mtime_ns))
-        replacement.replace(victim)
-        replaced = load_trusted(find_files(root), 1)
-        assert not replaced.merged and replaced.summaries[1] is not None
-        # damaged in place: its own summary no longer trusted, the merged state not used
-        damage_in_place(files[2].path)
-        damaged = load_trusted(find_files(root), 1)
-        assert not damaged.merged and damaged.summaries[2] is None
-    finally:
-        _memory.clear()
-        _live.clear()
-
-
 def window_segment(hour: int) -> bytes:
     return b"".join(
-        orjson.dumps(codec.row_to_dict(make_row(1 + n % 4, T0_MS + hour * HOUR + n * 2000))) + b"\n"
+        msgspec.json.encode(codec.row_to_dict(make_row(1 + n % 4, T0_MS + hour * HOUR + n * 2000))) + b"\n"
         for n in range(20)
     )
-
-
-# modules that read rows, or only croft profile needs: none is imported by a croft stats answered
-# from the merged summaries (its start is most of its time)
-READERS = (
-    "croft.domain.dataset.profile",
-    "croft.domain.dataset.lines",
-    "msgspec",
-    "zstandard",
-    "socket",
-    "multiprocessing",
-    "concurrent.futures",
-    "cyclopts",
-    "rich",
-)
-RUN_AND_LIST_MODULES = (
-    "import atexit, sys\n"
-    "listing = sys.argv.pop(1)\n"
-    "atexit.register(lambda: open(listing, 'w').write('\\n'.join(sorted(sys.modules))))\n"
-    "from croft.app.cli import entrypoint\n"
-    "entrypoint()\n"
-)
-
-
-def test_croft_stats_answered_from_merged_summaries_prints_a_full_scans_answer_without_the_readers(
-    tmp_path: Path,
-) -> None:
-    """The console script, asked `croft stats` and `croft stats --json` again and again of a dataset
-    of two nodes (segments and a live file): each answer is what a full scan's summary prints, and
-    once the merged summaries are written, an answer imports none of the modules that read rows."""
-    root, cache, listing = tmp_path / "data", tmp_path / "cache", tmp_path / "modules"
-    root.mkdir()
-    write(root, {node: [(hour, window_segment(hour), "none") for hour in range(3)] for node in ("n1", "n2")})
-    (root / "n1" / NAMING.live).write_bytes(live_rows([3]))
-    facts, total = read_stats(root, syscalls=True, workers=1, summaries=False)
-    full = total.summary(facts)
-    lines = plain_lines(root, full, 100)
-    assert lines is not None
-    expected = {"--json": orjson.dumps(full.to_json()).decode() + "\n", "": "".join(f"{x}\n" for x in lines)}
-    time.sleep(CheckMemory.RACY_NS / 1e9 + 0.5)  # the segments' ctimes old enough to be merged
-    environ = {**os.environ, "CROFT_CACHE_DIR": str(cache), "COLUMNS": "100", "LINES": "25"}
-    for name in ("FORCE_COLOR", "TTY_COMPATIBLE", "NO_COLOR"):
-        environ.pop(name, None)
-    for ask in range(3):
-        for option, answer in expected.items():
-            done = subprocess.run(
-                [sys.executable, "-c", RUN_AND_LIST_MODULES, str(listing), "stats", str(root)]
-                + ([option] if option else []),
-                capture_output=True,
-                text=True,
-                env=environ,
-                check=True,
-            )
-            assert done.stdout == answer, (ask, option)
-            assert done.stderr == ""
-            if ask:
-                imported = set(listing.read_text().split())
-                assert not imported.intersection(READERS), (ask, option)
-                assert "croft.adapters.dataset.summary_index" in imported
-    assert len(list((cache / FOLDER).iterdir())) == 2  # a merged state for each node

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 from tests.helpers.cli import croft
 from tests.helpers.rows import seq_row
@@ -118,16 +119,17 @@ def test_containers_lists_every_container_and_host_cgroup_with_full_ids() -> Non
     out = croft("stats", str(FIXTURES / "sample"), "--containers")
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    assert lines[0].split()[:3] == ["CONTAINER", "ID", "FRAMEWORK"]
+    assert re.split(r"\s{2,}", lines[0]) == [
+        "CONTAINER ID", "FRAMEWORK", "NODES", "FIRST SEEN (UTC)", "LAST SEEN (UTC)", "ROWS", "CGROUP"
+    ]  # fmt: skip
     assert lines[-1] == "8 containers, 5 host cgroups"
-    full = [line for line in lines if re.match(r"[0-9a-f]{64} ", line)]
-    assert len(full) == 8
+    cells = [re.split(r"\s{2,}", line) for line in lines[2:-1]]  # under the header's rule
+    assert len(cells) == 13 and all(len(row) == 7 for row in cells) and lines == [x.rstrip() for x in lines]
+    assert sum(re.fullmatch(r"[0-9a-f]{64}", row[0]) is not None for row in cells) == 8
     cid = "1e2feb89414c343c1027c4d1c386bbc4cd613e30d8f16adf91b7584a2265b1f5"
-    assert any(
-        line.startswith(f"{cid}  pytorch") and line.endswith(f"  291  /system.slice/docker-{cid}.scope")
-        for line in full
-    ), full
-    assert any(line.startswith("(host)") and line.endswith("/system.slice/kubelet.service") for line in lines)
+    ours = next(row for row in cells if row[0] == cid)
+    assert (ours[1], ours[5], ours[6]) == ("pytorch", "291", f"/system.slice/docker-{cid}.scope")
+    assert ["(host)", "/system.slice/kubelet.service"] in [[row[0], row[6]] for row in cells]
     listed = json.loads(croft("stats", str(FIXTURES / "nodes"), "--containers", "--json").stdout)[
         "containers"
     ]
@@ -150,7 +152,6 @@ def test_a_closed_pipe_ends_quietly_with_0(tmp_path: Path) -> None:
 def test_nodes_are_the_ones_rows_name_and_directory_names_only_for_older_rows(tmp_path: Path) -> None:
     """A dataset copied elsewhere still says where it was written: rows that name their node count
     on it; rows of collectors before the `node` key count on their per-node directory's name."""
-    import attrs
     from tests.helpers.rows import EXAMPLE_CONTAINER, T0_MS, make_row
 
     from croft import dataset
@@ -159,8 +160,10 @@ def test_nodes_are_the_ones_rows_name_and_directory_names_only_for_older_rows(tm
     copied, old = tmp_path / "nodes" / "copied-to-laptop", tmp_path / "nodes" / "old-node"
     copied.mkdir(parents=True)
     old.mkdir()
-    named = [attrs.evolve(make_row(tgid=7, unix_ms=T0_MS + 2000 * i), node="gpu-a") for i in range(3)]
-    named.append(attrs.evolve(make_row(tgid=8, unix_ms=T0_MS), node="gpu-b"))
+    named = [
+        msgspec.structs.replace(make_row(tgid=7, unix_ms=T0_MS + 2000 * i), node="gpu-a") for i in range(3)
+    ]
+    named.append(msgspec.structs.replace(make_row(tgid=8, unix_ms=T0_MS), node="gpu-b"))
     (copied / "croft-dataset.jsonl").write_bytes(b"".join(map(encode_row, named)))
     (old / "croft-dataset.jsonl").write_bytes(encode_row(make_row(tgid=9, unix_ms=T0_MS)))
 
@@ -182,8 +185,8 @@ def test_the_piped_summary_is_the_text_rich_lays_out(columns: str) -> None:
     import io
 
     from croft.adapters.dataset.scan import read_stats
-    from croft.app.answers import render_rich
     from croft.app.console import PipeConsole
+    from croft.app.stats import render
 
     path = FIXTURES / "nodes"
     out = croft("stats", str(path), env={"COLUMNS": columns})
@@ -191,5 +194,5 @@ def test_the_piped_summary_is_the_text_rich_lays_out(columns: str) -> None:
     facts, total = read_stats(path, syscalls=True)
     expected = io.StringIO()
     console = PipeConsole(highlight=False, file=expected, width=int(columns), color_system=None)
-    render_rich(path, total.summary(facts), console)
+    render(path, total.summary(facts), console)
     assert out.stdout == expected.getvalue()

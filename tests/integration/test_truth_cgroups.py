@@ -26,7 +26,7 @@ import subprocess
 import time
 from pathlib import Path
 
-import orjson
+import msgspec
 import pytest
 from tests.helpers.cli import CROFT
 from tests.helpers.workload import ALLOC, BURN, SplitCgroups
@@ -92,7 +92,7 @@ def test_cgroup_cpu_is_the_named_cgroups_own_on_both_hierarchies(tmp_path: Path)
         finally:
             croft.send_signal(signal.SIGTERM)
             assert croft.wait(timeout=30) == 0
-    rows = [orjson.loads(line) for line in dataset.read_bytes().splitlines()]
+    rows = [msgspec.json.decode(line) for line in dataset.read_bytes().splitlines()]
     assert {r["node"] for r in rows} == {socket.gethostname()}  # a live row names the node it was written on
     lo, hi = v2_samples[0][0], v2_samples[-1][0]
     report = []

@@ -16,7 +16,7 @@ import subprocess
 import time
 from pathlib import Path
 
-import orjson
+import msgspec
 import pytest
 from tests.helpers.cli import CROFT
 from tests.helpers.workload import ALLOC, BURN, WRITE, OwnCgroup
@@ -80,7 +80,7 @@ def test_croft_agrees_with_pidstat(tmp_path: Path) -> None:
             croft.send_signal(signal.SIGTERM)
             assert croft.wait(timeout=30) == 0
     truth = pidstat_means(pidstat.stdout, [burn, alloc, write])
-    rows = [orjson.loads(line) for line in dataset.read_bytes().splitlines()]
+    rows = [msgspec.json.decode(line) for line in dataset.read_bytes().splitlines()]
     window = [r for r in rows if start_ms + 2000 <= r["unix_ms"] <= end_ms]
 
     def croft_mean(pid: int, field: str) -> float:

@@ -19,6 +19,9 @@ from tests.helpers.cli import CROFT
 from tests.helpers.kube import ControlPlane, MetricsServer, croft_env, host_ip
 from tests.helpers.scale import CALLS_PER_REQUEST, cid, collector_body
 
+from croft.domain.metrics.query import parse_query
+from croft.domain.scaling.decision import ScaleConfig, scrape_query
+
 pytestmark = pytest.mark.k8s
 
 REPO = Path(__file__).resolve().parents[2]
@@ -92,6 +95,10 @@ def test_dry_run_reads_pods_and_container_ids_and_changes_nothing(setup: Setup) 
     assert "replicas=1->6 decision=up reason=scale-up" in lines[1]
     assert lines[1].endswith(" dry_run=true")
     assert setup.plane.replicas(NAMESPACE, "webapp") == 1
+    # the API server's pod proxy passed croft scale's query on to the collector
+    path, _, query = setup.metrics.paths[-1].partition("?")
+    assert path == "/metrics"
+    assert parse_query(query) == scrape_query(ScaleConfig("sendto", CALLS_PER_REQUEST, 50))
 
 
 def test_scales_up_through_the_scale_subresource_and_replays_its_record(setup: Setup, tmp_path: Path) -> None:

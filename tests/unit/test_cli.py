@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import subprocess
 import sys
 from pathlib import Path
@@ -87,22 +88,40 @@ def test_command_help_shows_options_env_variables_and_defaults(
         assert word in text, f"{word} missing from croft {' '.join(command)} --help"
 
 
-def test_progress_shows_bytes_share_and_rate_then_erases_itself() -> None:
-    import io
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
 
+
+def test_progress_on_a_terminal_shows_bytes_of_the_total_then_erases_itself() -> None:
     from croft.app.progress import Progress
 
-    stream = io.StringIO()
-    with Progress(stream, after_s=0.0) as progress:
-        progress.update(5 << 20, 10 << 20)
+    stream = Terminal()
+    with Progress(stream=stream) as progress:
+        task = progress.add("croft: reading")
+        progress.update(task, completed=5 << 20, total=10 << 20)
     text = stream.getvalue()
-    assert "croft: read 5.0 MiB of 10.0 MiB (50%), " in text and text.endswith("\r\x1b[K")
-    quiet = io.StringIO()
-    with Progress(quiet, after_s=3600.0) as progress:  # a short read shows nothing
-        progress.update(1, 2)
+    assert "croft: reading" in text and "5.0/10.0 MiB" in text
+    assert text.endswith("\x1b[2K") or "\x1b[2K" in text[-40:]  # the line erased at the end
+    quiet = Terminal()
+    with Progress(stream=quiet, after_s=3600.0) as progress:  # a short read shows nothing
+        progress.update(progress.add("croft: reading"), completed=1, total=2)
     assert quiet.getvalue() == ""
-    with Progress(None, after_s=0.0) as progress:  # piped: no stream at all
-        progress.update(1, 2)
+
+
+def test_progress_elsewhere_is_silent_or_a_line_per_new_description() -> None:
+    from croft.app.progress import Progress
+
+    piped = io.StringIO()
+    with Progress(stream=piped) as progress:
+        progress.update(progress.add("croft: reading"), completed=1, total=2)
+    assert piped.getvalue() == ""
+    log = io.StringIO()
+    with Progress(stream=log, transfer=False, log=True) as progress:
+        line = progress.add("rollout: 0 of 1")
+        progress.update(line, description="rollout: 0 of 1")
+        progress.update(line, description="rollout: 1 of 1")
+    assert log.getvalue() == "rollout: 0 of 1\nrollout: 1 of 1\n"
 
 
 def test_bash_completion_completes_commands_and_options(tmp_path: Path) -> None:

@@ -8,7 +8,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from croft.domain.metrics.exposition import BadExposition, Sample, parse_exposition, render_exposition
+from croft.domain.metrics.exposition import (
+    BadExposition,
+    Sample,
+    escape_label_value,
+    format_value,
+    parse_exposition,
+    render_exposition,
+)
 
 TEXT = r"""# HELP croft_container_syscall_rate Syscalls per second.
 # TYPE croft_container_syscall_rate gauge
@@ -40,18 +47,6 @@ def test_parses_samples_labels_values_and_timestamps() -> None:
     assert samples[3].label("cgroup") == '/kube"pods"/a\\b\nc'
     assert math.isnan(samples[3].value)
     assert samples[4].value == math.inf
-
-
-def test_names_filter_skips_other_metrics() -> None:
-    samples = parse_exposition(TEXT, {"croft_rows_written_total"})
-    assert [(s.name, s.value) for s in samples] == [("croft_rows_written_total", 12.0)]
-
-
-def test_where_keeps_the_samples_whose_label_is_one_of_the_values() -> None:
-    samples = parse_exposition(
-        TEXT, {"croft_container_syscall_rate"}, {"croft_container_syscall_rate": ("syscall", {"read"})}
-    )
-    assert [s.label("syscall") for s in samples] == ["read"]
 
 
 @pytest.mark.parametrize(
@@ -90,17 +85,30 @@ def test_render_then_parse_is_identity(items: list[Sample]) -> None:
     assert parse_exposition(render_exposition(items)) == tuple(grouped)
 
 
-def test_only_skips_lines_of_other_label_values_unparsed() -> None:
-    text = (
-        "croft_last 1\n"
-        'croft_a{container_id="aa",syscall="x"} 1\n'
-        'croft_a{syscall="x",container_id="bb"} 2\n'
-        'croft_a{container_id="bb" garbled\n'  # another value's line: skipped, not judged
-        'croft_a{xcontainer_id="bb"} 3\n'  # another label that ends the same
-        'croft_a{container_id="b\\"b"} 4\n'  # a value with escapes is parsed and judged as usual
-        "croft_a 5\n"
-    )
-    found = parse_exposition(text, ("croft_a", "croft_last"), None, ("container_id", frozenset({"aa"})))
-    assert [s.value for s in found] == [1, 1, 3, 5]  # b"b is parsed, judged, and not one of the values
-    with pytest.raises(BadExposition):
-        parse_exposition(text, ("croft_a",))
+blanks = st.sampled_from(["", " ", "\t", " \t"])
+
+
+@st.composite
+def loose_text(draw: st.DrawFn, items: list[Sample]) -> str:
+    """`items` written with the freedom the format gives: blanks around the line, the labels and
+    their `=`, labels in any order, a trailing comma, `{}` for no labels, a tab before the value;
+    comments between lines (naming metrics too), and a name's lines not always together."""
+    lines = []
+    for sample in items:
+        pairs = [
+            f'{draw(blanks)}{key}{draw(blanks)}={draw(blanks)}"{escape_label_value(value)}"{draw(blanks)}'
+            for key, value in draw(st.permutations(sample.labels))
+        ]
+        block = ",".join(pairs) + ("," if pairs and draw(st.booleans()) else "")
+        head = f"{sample.name}{{{block}}}" if pairs or draw(st.booleans()) else sample.name
+        tail = "" if sample.timestamp_ms is None else f"{draw(blanks)} {sample.timestamp_ms}"
+        if draw(st.booleans()):  # a comment between lines, as between families
+            lines.append(f"# HELP {sample.name} {draw(st.sampled_from(['h', sample.name]))}")
+        lead = draw(st.sampled_from(["", " ", "\t", "\r"]))
+        lines.append(f"{lead}{head}{draw(st.sampled_from([' ', chr(9)]))}{format_value(sample.value)}{tail}")
+    return "\n".join(lines) + draw(st.sampled_from(["", "\n", "\r\n"]))
+
+
+@given(st.data(), st.lists(samples, max_size=6))
+def test_parses_every_spelling_the_format_allows(data: st.DataObject, items: list[Sample]) -> None:
+    assert parse_exposition(data.draw(loose_text(items))) == tuple(items)

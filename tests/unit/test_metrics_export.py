@@ -9,7 +9,7 @@ import math
 import threading
 from collections.abc import Iterator
 
-import attrs
+import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, generate_latest
@@ -114,7 +114,9 @@ def hostile_samples(cgroup: str, container_id: str, syscall: str) -> tuple[Sampl
     """The series of one row whose cgroup, container id and syscall name are the given texts."""
     base = member_row(WATCHED, 1, {syscall: 12.5, "read": 1.0})
     hostile = Process(comm="x", exe="x", cgroup=cgroup, container_id=container_id or None, cwd="/")
-    samples, _ = series(poll(2, (proc(1),)), [attrs.evolve(base, process=hostile)], HEALTH, MetricsMemory())
+    samples, _ = series(
+        poll(2, (proc(1),)), [msgspec.structs.replace(base, process=hostile)], HEALTH, MetricsMemory()
+    )
     return samples
 
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import attrs
+import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from croft.domain.dataset import codec
 from croft.domain.dataset.profile import (
     ContainerTrack,
     ProfileAccumulator,
@@ -17,7 +16,6 @@ from croft.domain.dataset.profile import (
     profile_of,
 )
 from croft.domain.dataset.row import Row
-from croft.domain.dataset.views import ROW_DECODER
 from tests.helpers.rows import seq_row
 from tests.helpers.spec_keys import PROFILE_KEYS
 
@@ -59,12 +57,12 @@ def test_a_prefix_must_be_four_hex_digits_or_more(prefix: str, problem: str | No
 
 def row(container: int, unix_ms: int, tgid: int = 1, **cgroup: float) -> Row:
     base = seq_row(tgid, unix_ms, container=container)
-    return attrs.evolve(base, cgroup_usage=attrs.evolve(base.cgroup_usage, **cgroup))
+    return msgspec.structs.replace(base, cgroup_usage=msgspec.structs.replace(base.cgroup_usage, **cgroup))
 
 
 def feed(acc: ProfileAccumulator, node: str, *rows: Row) -> ProfileAccumulator:
     for r in rows:
-        acc.add(node, ROW_DECODER.decode(codec.encode_row(r)))
+        acc.add(node, r)
     return acc
 
 
@@ -110,9 +108,9 @@ def test_gpu_poll_share_counts_polls_where_any_process_holds_a_gpu() -> None:
     acc = feed(
         ProfileAccumulator(CID_1, None, None),
         "n",
-        attrs.evolve(row(1, 10, tgid=1), workload="gpu-held"),
+        msgspec.structs.replace(row(1, 10, tgid=1), workload="gpu-held"),
         row(1, 10, tgid=2),
-        attrs.evolve(row(1, 12), workload="gpu-onset"),
+        msgspec.structs.replace(row(1, 12), workload="gpu-onset"),
         row(1, 14),
         row(1, 16),
     )
@@ -148,7 +146,7 @@ def test_merging_split_accumulators_gives_the_same_profile(
 
 def test_the_json_object_has_exactly_the_keys_of_the_issue() -> None:
     track = ContainerTrack()
-    track.add_poll(("n", 5), (1.0, 2048.0, 0.25, 3.0, 1.0))
+    track.add_poll(("n", 5), (1.0, 2048.0, 0.25, 3.0, 1.0, None, None))
     got = profile_of(CID_1, track, None, None)
     assert got is not None
     out = got.to_json()

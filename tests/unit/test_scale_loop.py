@@ -14,15 +14,19 @@ import attrs
 import httpx
 import pytest
 
+from croft.adapters.http.metrics import SnapshotCollector
 from croft.adapters.kube.port import Denied, Unreachable
 from croft.adapters.kube.scale_api import KubeClient
 from croft.app.scale_loop import DENIAL_GRACE_S, ScaleLoop, Target
 from croft.domain.collector.snapshot import Instant
-from croft.domain.scaling.decision import ScaleConfig
+from croft.domain.metrics import names as names
+from croft.domain.metrics.exposition import parse_exposition
+from croft.domain.metrics.query import parse_query, query_string
+from croft.domain.scaling.decision import ScaleConfig, scrape_query
 from croft.domain.scaling.record import decode_poll, replay
 from croft.errors import UserError
 from tests.helpers.cli import CROFT, croft
-from tests.helpers.scale import CALLS_PER_REQUEST, cid, collector_body
+from tests.helpers.scale import CALLS_PER_REQUEST, cid, collector, collector_body, served_samples
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = ScaleConfig("sendto", CALLS_PER_REQUEST, 50)
@@ -63,7 +67,7 @@ class FakeCluster:
         self.replicas = replicas
         return replicas
 
-    def pod_metrics(self, namespace: str, pod: str, port: int, path: str = "metrics") -> str:
+    def pod_metrics(self, namespace: str, pod: str, port: int, query: str = "") -> str:
         return collector_body(self.now_ms, {cid(1): self.rps * CALLS_PER_REQUEST})
 
 
@@ -213,6 +217,42 @@ def test_the_record_replays_to_the_same_decisions() -> None:
     )
 
 
+class ClusterWithCollector(FakeCluster):
+    """The same cluster with croft's collector on 127.0.0.1: each scrape is an HTTP GET of its
+    /metrics with the query croft scale sends (recorded), and the collector first publishes a poll
+    of now: the Deployment's container at the offered rate beside three other containers."""
+
+    def __init__(self, url: str, published: SnapshotCollector) -> None:
+        super().__init__()
+        self.url, self.published = url, published
+        self.queries: list[str] = []
+
+    def pod_metrics(self, namespace: str, pod: str, port: int, query: str = "") -> str:
+        self.queries.append(query)
+        ours = ("/kubepods/web", cid(1), {"sendto": self.rps * CALLS_PER_REQUEST, "read": 40.0})
+        others = [(f"/kubepods/other{n}", cid(100 + n), {"sendto": 500.0, "futex": 9.0}) for n in range(3)]
+        self.published.publish(served_samples([ours, *others], at_ms=self.now_ms))
+        answer = httpx.get(f"{self.url}/metrics?{query}" if query else f"{self.url}/metrics", timeout=10)
+        answer.raise_for_status()
+        return answer.text
+
+
+@pytest.mark.parametrize("old", [False, True], ids=["collector", "older-collector"])
+def test_a_burst_scraped_from_a_real_collector_is_patched_once_whatever_its_version(old: bool) -> None:
+    with collector((), old=old) as (url, published):
+        cluster = ClusterWithCollector(url, published)
+        cluster.rps = 75.0
+        record = io.StringIO()
+        scaler, lines = loop(cluster, record=record)
+        scaler.run(polls=4)
+    assert cluster.scaled == [6]
+    assert "decision=up" in lines[1] and "estimate_rps=75.00 " in lines[1]
+    assert {parse_query(query) for query in cluster.queries} == {scrape_query(CONFIG)}
+    body = decode_poll(record.getvalue().splitlines()[0]).observations.scrapes[0].body or ""
+    served = {(s.name, s.label("container_id")) for s in parse_exposition(body)}
+    assert ((names.CONTAINER_MEMORY_BYTES, cid(1)) in served) == old  # the older one answers everything
+
+
 # -- the recorded fixtures -----------------------------------------------------------------------
 
 
@@ -316,6 +356,21 @@ def test_client_names_a_denied_verb() -> None:
     with pytest.raises(Denied, match=r"^the Kubernetes API denied patch deployments/scale croft-exp/webapp"):
         client.patch_scale("croft-exp", "webapp", 3)
     client.close()
+
+
+def test_client_asks_the_pod_proxy_with_the_query() -> None:
+    asked: list[httpx.URL] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        asked.append(request.url)
+        return httpx.Response(200, text="croft_last_poll_timestamp_seconds 1\n")
+
+    client = KubeClient("http://api", transport=httpx.MockTransport(handler), sleep=lambda _: None)
+    query = query_string(scrape_query(CONFIG))
+    assert client.pod_metrics("croft", "croft-a", 9464, query) == "croft_last_poll_timestamp_seconds 1\n"
+    client.close()
+    assert asked[0].path == "/api/v1/namespaces/croft/pods/croft-a:9464/proxy/metrics"
+    assert parse_query(asked[0].query.decode()) == scrape_query(CONFIG)
 
 
 def test_client_gives_up_on_a_closed_port_with_one_sentence() -> None:

@@ -17,9 +17,10 @@ from croft.domain.scaling.decision import (
     ScaleHistory,
     config_problem,
     desired_replicas,
-    log_line,
+    estimate_rate,
     replicas_for,
 )
+from croft.domain.scaling.log import log_line
 from tests.helpers.scale import CALLS_PER_REQUEST, GAP_KINDS, steady_poll, with_gap
 
 CONFIG = ScaleConfig(syscall="sendto", calls_per_request=CALLS_PER_REQUEST, cpu_per_request_ms=50)
@@ -232,17 +233,22 @@ def test_scale_up_never_waits_more_than_confirm_polls(
         assert ups[0].replicas == wanted
 
 
-def test_series_of_containers_not_the_deployments_are_not_read() -> None:
-    """The decision's cost follows the Deployment's pods: another container's series, even a
-    garbled one, is skipped unparsed and leaves the estimate complete."""
+def test_series_the_decision_does_not_ask_for_leave_the_estimate_as_it_is() -> None:
+    """A collector of an older version ignores croft scale's query and serves every series: another
+    container's, other syscalls', and other metrics that carry the same labels (a counter by syscall)
+    change nothing; the estimate is the one from the series it asked for."""
     poll = steady_poll(STEP_MS, 30.0)
     first, *rest = poll.scrapes
-    garbage = 'croft_container_syscall_rate{container_id="' + "f" * 64 + '",syscall="sendto" 2\n'
-    garbled = attrs.evolve(first, body=(first.body or "") + garbage)
-    decision = desired_replicas(
-        attrs.evolve(poll, scrapes=(garbled, *rest)),
-        DeploymentView("default", "web", 1, 1.0),
-        ScaleConfig("sendto", CALLS_PER_REQUEST, 50),
-        ScaleHistory(),
+    ours = poll.pods[0].container_ids[0]
+    extra = (
+        f'croft_container_syscall_rate{{container_id="{"f" * 64}",syscall="sendto"}} 900\n'
+        f'croft_container_syscalls_total{{container_id="{ours}",syscall="sendto"}} 123456\n'
+        f'croft_container_syscall_rate{{container_id="{ours}",syscall="recvfrom"}} 700\n'
+        f'croft_container_memory_bytes{{container_id="{ours}"}} 1e9\n'
     )
-    assert decision.estimate is not None and decision.estimate.complete
+    everything = attrs.evolve(first, body=(first.body or "") + extra)
+    config = ScaleConfig("sendto", CALLS_PER_REQUEST, 50)
+    asked = estimate_rate(poll, config)
+    answered_all = estimate_rate(attrs.evolve(poll, scrapes=(everything, *rest)), config)
+    assert asked.complete and answered_all == asked
+    assert math.isclose(asked.request_rate, 30.0)

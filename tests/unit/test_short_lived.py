@@ -4,7 +4,7 @@ row per container carries them as `short_lived` (croft.domain.collector.rows).""
 from __future__ import annotations
 
 import attrs
-import orjson
+import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -128,13 +128,13 @@ def test_short_lived_is_an_optional_key_after_syscalls() -> None:
         )
     )
     line = encode_row(rows[0])
-    keys = list(orjson.loads(line))
+    keys = list(msgspec.json.decode(line))
     assert keys[keys.index("syscalls") + 1] == "short_lived"
-    assert orjson.loads(line)["short_lived"] == {
+    assert msgspec.json.decode(line)["short_lived"] == {
         "processes": 1,
         "syscalls": [{"name": "execve", "rate_per_sec": 0.5}],
     }
     assert decode_row(line) == rows[0]
-    plain = attrs.evolve(rows[0], short_lived=None)
+    plain = msgspec.structs.replace(rows[0], short_lived=None)
     assert b"short_lived" not in encode_row(plain)
     assert decode_row(encode_row(plain)) == plain

@@ -26,10 +26,9 @@ from croft.domain.scaling.decision import (
     decide,
     desired_replicas,
     estimate_rate,
-    log_line,
     replicas_for,
 )
-from croft.domain.scaling.log import decision_fields, render
+from croft.domain.scaling.log import decision_fields, log_line, render
 from croft.domain.scaling.sizing import DRAIN_S, clamp_replicas, replica_need
 
 STEP_MS = 2000

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import attrs
+import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -155,7 +155,7 @@ def test_several_nodes_get_a_node_column_and_an_age_span() -> None:
 def test_table_laws(polled: list[Row], max_rows: int | None) -> None:
     """Every process is counted, at most max_rows shown, busiest CPU first, every cell within its
     column's width and free of control characters."""
-    same_poll = tuple(attrs.evolve(r, unix_ms=T0_MS) for r in polled)
+    same_poll = tuple(msgspec.structs.replace(r, unix_ms=T0_MS) for r in polled)
     table = build_table([NodePoll("n", T0_MS, same_poll)], T0_MS, max_rows)
     assert table.total_rows == len(same_poll)
     assert len(table.rows) == (len(same_poll) if max_rows is None else min(max_rows, len(same_poll)))

@@ -6,7 +6,7 @@ import io
 import random
 from pathlib import Path
 
-import attrs
+import msgspec
 import pytest
 import zstandard
 from hypothesis import given
@@ -135,7 +135,10 @@ def test_a_poll_bigger_than_the_first_block_is_read_whole(tmp_path: Path) -> Non
 def noisy(rows: list[Row]) -> list[Row]:
     """The rows with a random exe each, so they compress about as little as real rows do."""
     rng = random.Random(7)
-    return [attrs.evolve(r, process=attrs.evolve(r.process, exe=rng.randbytes(150).hex())) for r in rows]
+    return [
+        msgspec.structs.replace(r, process=msgspec.structs.replace(r.process, exe=rng.randbytes(150).hex()))
+        for r in rows
+    ]
 
 
 def naive_newest(data: bytes) -> list[int]:
@@ -236,7 +239,7 @@ def test_a_node_is_named_by_its_rows_node_key_and_by_its_directory_only_without_
     """Directories named after a copy (`croft collect` into any name) or a renamed host still show
     the node each collector wrote into its rows; rows of older collectors, without the key, fall
     back to the directory's name, and a single dataset to this machine's."""
-    named = [attrs.evolve(row, node="gpu-node-7") for row in poll(T0_MS, 2, first_tgid=10)]
+    named = [msgspec.structs.replace(row, node="gpu-node-7") for row in poll(T0_MS, 2, first_tgid=10)]
     (tmp_path / "copy-of-a").mkdir()
     write(tmp_path / "copy-of-a" / LIVE_NAME, encode(named))
     (tmp_path / "old-b").mkdir()

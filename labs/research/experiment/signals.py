@@ -94,7 +94,9 @@ def values_of(body: str, pick: Pick) -> tuple[float | None, dict[str, float]]:
     )
     last: float | None = None
     values: dict[str, float] = {}
-    for sample in parse_exposition(body, wanted):
+    for sample in parse_exposition(body):
+        if sample.name not in wanted:
+            continue
         if sample.name == metric_names.LAST_POLL_TIMESTAMP_SECONDS:
             last = sample.value
             continue

@@ -19,13 +19,14 @@ from croft.adapters.host.cgroup_ids import watched_roots
 from croft.adapters.host.cgroupfs import CgroupFS
 from croft.adapters.host.cgroupns import find_namespace_root
 from croft.adapters.host.clock import SystemClock
+from croft.adapters.host.drm import DrmFdinfo
 from croft.adapters.host.netns import NetnsFS
 from croft.adapters.host.pods import PodNames
 from croft.adapters.host.poller import LiveSource, UnavailableGpu
 from croft.adapters.host.procfs import ProcFS
-from croft.adapters.http.metrics import CONTENT_TYPE, SnapshotCollector, exposition_body, metrics_page
+from croft.adapters.http.metrics import SnapshotCollector, metrics_handler, metrics_page
 from croft.adapters.http.pages import healthz, landing_page
-from croft.adapters.http.server import HttpServer, Response
+from croft.adapters.http.server import HttpServer
 from croft.app.collector import Pipeline, PollObserver
 from croft.app.metrics_publisher import MetricsPublisher
 from croft.domain.collector.frameworks import Catalog, CatalogError, Matcher, parse_catalog
@@ -168,7 +169,7 @@ def build_http_server(address: str, dataset: Path | None = None) -> tuple[HttpSe
     clock = SystemClock()
     metrics = SnapshotCollector(lambda: clock.now().monotonic_ns)
     page = metrics_page(metrics, __version__)
-    server.route("/metrics", lambda _: Response(200, CONTENT_TYPE, exposition_body(page)))
+    server.route("/metrics", metrics_handler(page))
     server.route("/healthz", healthz(lambda: metrics.last_publish_ns, lambda: clock.now().monotonic_ns))
     links = [("/metrics", "Prometheus metrics"), ("/healthz", "200 while polls are current, 503 when stale")]
     if dataset is not None:
@@ -203,7 +204,8 @@ def build_live(
     settings: Settings, metrics: SnapshotCollector | None = None, kernel: Chosen | None = None
 ) -> tuple[Pipeline, LiveSource, SystemClock]:
     """The live collector: procfs, cgroupfs, eBPF (`kernel`, or loaded here as `settings.ebpf`
-    says), NVML (or empty), the system clock."""
+    says: `off` counts nothing, as on a host that cannot load the programs), NVML (or empty),
+    DRM fdinfo where /dev/dri is, the system clock."""
     if kernel is None:
         kernel = _kernel_source(settings.ebpf, settings.verbose)
     pipeline = build_pipeline(settings, metrics, ebpf_mode=kernel.mode)
@@ -231,6 +233,7 @@ def build_live(
         parse_watch(settings.watch),
         NetnsFS(settings.proc_root),
         activity=kernel.source,
+        drm=DrmFdinfo(settings.proc_root) if Path("/dev/dri").is_dir() else None,
     )
     return pipeline, source, SystemClock()
 

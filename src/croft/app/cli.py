@@ -1,10 +1,8 @@
-"""The `croft` console command. Every command is imported lazily, so `croft --help` stays instant
-and never imports bcc, pynvml or kubernetes. `croft collect` with plain options does not even build
-the cyclopts app (`croft.app.fastargs`): its start is most of a local copy's time."""
+"""The `croft` console command: one cyclopts app. Every command's module is imported only when it
+runs, so `croft --help` stays quick and never imports bcc, pynvml or kubernetes."""
 
 from __future__ import annotations
 
-import gc
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -12,16 +10,6 @@ from croft.errors import UserError
 
 if TYPE_CHECKING:
     from cyclopts import App
-
-GC_YOUNG_OBJECTS = 10_000  # the young generation's gc threshold in croft stats and profile (`entrypoint`)
-# command -> (module, function) read by `croft.app.fastargs` when its options are plain
-FAST_COMMANDS = {"collect": ("croft.app.collect", "collect")}
-# command -> (module, function, spec): read by `croft.app.fastargs.parse_spec` when its options are
-# plain; the cyclopts signature (and help) stays in croft.app.stats / croft.app.profile
-SPEC_COMMANDS = {
-    "stats": ("croft.app.answers", "stats", "STATS"),
-    "profile": ("croft.app.answers", "profile", "PROFILE"),
-}
 
 
 def build_app() -> App:
@@ -85,8 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         reconfigure(errors="replace")
     tokens = sys.argv[1:] if argv is None else list(argv)
     try:
-        fast = _fast_command(tokens)
-        result = fast() if fast is not None else the_app()(tokens, exit_on_error=True)
+        result = the_app()(tokens, exit_on_error=True)
     except UserError as exc:
         print(f"croft: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -100,46 +87,6 @@ def main(argv: list[str] | None = None) -> int:
     return result if isinstance(result, int) else 0
 
 
-def _fast_command(tokens: list[str]) -> Any:
-    """The command `tokens` name, bound to their options, when `croft.app.fastargs` reads them all;
-    else None (cyclopts reads them)."""
-    if not tokens or (tokens[0] not in FAST_COMMANDS and tokens[0] not in SPEC_COMMANDS):
-        return None
-    import functools
-    import importlib
-
-    if tokens[0] in SPEC_COMMANDS:
-        import os
-
-        from croft.app.fastargs import parse_spec
-
-        module, name, spec = SPEC_COMMANDS[tokens[0]]
-        loaded = importlib.import_module(module)
-        function = getattr(loaded, name)
-        kwargs = parse_spec(getattr(loaded, spec), tokens[1:], os.environ)
-        return None if kwargs is None else functools.partial(function, **kwargs)
-    from croft.app.fastargs import parse
-
-    module, name = FAST_COMMANDS[tokens[0]]
-    function = getattr(importlib.import_module(module), name)
-    kwargs = parse(function, tokens[1:])
-    return None if kwargs is None else functools.partial(function, **kwargs)
-
-
 def entrypoint() -> None:
-    """The `croft` console script (and `python -m croft`): `main` in a process of its own.
-
-    `croft stats` and `croft profile` answer and exit, and most of a summarized answer's time is
-    their start: importing their modules makes tens of thousands of objects, next to none of them
-    garbage, which the collector's young generation (700 objects by default) walks again and again.
-    For them it is 10,000 (about 10 M of a summarized `croft stats`' ~270 M instructions), and once
-    the answer is written what is left is frozen, so that the interpreter's collections at exit do
-    not walk it (another ~19 M): they keep no file open past their return, so nothing is left for
-    a finalizer to flush. The other commands (the collector among them) run as they always did."""
-    short = sys.argv[1:2] in (["stats"], ["profile"])
-    if short:
-        gc.set_threshold(GC_YOUNG_OBJECTS)
-    code = main()
-    if short:
-        gc.freeze()
-    sys.exit(code)
+    """The `croft` console script (and `python -m croft`)."""
+    sys.exit(main())

@@ -1,8 +1,6 @@
 """croft collect: pull each node's dataset from the DaemonSet.
 
-Its options are plain (help from the docstring, no `cyclopts.Parameter`), so that `croft collect`
-runs without importing cyclopts (`croft.app.fastargs`); keep this module's imports to what the copy
-needs, and test them (tests/unit/test_cli.py).
+Its options' help comes from the docstring. On a terminal each node's copy shows a bar.
 """
 
 from __future__ import annotations
@@ -10,13 +8,15 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import attrs
 
 from croft.adapters.threads import InOrder
-from croft.app.checks import check_number
+from croft.app.options import check_number
+from croft.app.progress import Progress
 from croft.domain.deploy.labels import COLLECTOR_SELECTOR, METRICS_PORT
 from croft.errors import UserError
 
@@ -191,17 +191,23 @@ def copy_all(targets: Targets, out: Path, deadline: Deadline | None = None) -> i
     stop = deadline if deadline is not None else Deadline(None)
     failed = 0
     moved = written = 0
-    with _bar() as bar:
-        tasks = [bar.start(node) for node, _ in targets]
+    with Progress() as bar:
+        tasks = [bar.add(node) for node, _ in targets]
         calls = [
-            (_copy_node, open_source, out / node, task)
+            (
+                _copy_node,
+                open_source,
+                out / node,
+                partial(_advance, bar, task),
+                partial(_plan, bar, task),
+            )
             for (node, open_source), task in zip(targets, tasks, strict=True)
         ]
         workers = InOrder(calls, max(min(PARALLEL_NODES, len(targets)), 1), name="croft-collect")
         try:
             for at, ((node, _), task) in enumerate(zip(targets, tasks, strict=True)):
                 outcome = workers.result(at)
-                bar.done(task)
+                bar.remove(task)
                 moved += outcome.moved_bytes
                 written += outcome.written_bytes
                 failed += outcome.result is None
@@ -237,7 +243,10 @@ _KEPT = "what landed is kept, the next collect continues"
 
 
 def _copy_node(
-    open_source: Callable[[], AbstractContextManager[HttpDatasetSource]], directory: Path, task: _Task
+    open_source: Callable[[], AbstractContextManager[HttpDatasetSource]],
+    directory: Path,
+    on_bytes: Callable[[int], None],
+    on_plan: Callable[[int], None],
 ) -> _Outcome:
     """One node's copy, on a worker thread; a failure the user should read is in `error`."""
     from croft.adapters.dataset.fetch import FetchError
@@ -247,7 +256,7 @@ def _copy_node(
     moved = 0
     try:
         with open_source() as source:
-            copy = NodeCopy(source, directory, on_bytes=task.advance, on_plan=task.total)
+            copy = NodeCopy(source, directory, on_bytes=on_bytes, on_plan=on_plan)
             try:
                 result = copy.run()
             finally:
@@ -262,42 +271,9 @@ def _mb(n: int) -> str:
     return f"{n / 1e6:.1f} MB" if n >= 100_000 else f"{n} bytes"
 
 
-class _Task:
-    def __init__(self, bar: Any, task_id: Any) -> None:
-        self._bar, self.id = bar, task_id
-
-    def advance(self, n: int) -> None:
-        if self._bar is not None:
-            self._bar.advance(self.id, n)
-
-    def total(self, n: int) -> None:
-        if self._bar is not None:
-            self._bar.update(self.id, total=n)
+def _advance(bar: Progress, task: int, n: int) -> None:
+    bar.update(task, advance=n)
 
 
-class _Bars:
-    """A rich progress bar per node on a terminal; nothing elsewhere."""
-
-    def __init__(self, progress: Any) -> None:
-        self._progress = progress
-
-    def start(self, node: str) -> _Task:
-        if self._progress is None:
-            return _Task(None, None)
-        return _Task(self._progress, self._progress.add_task(node, total=None))
-
-    def done(self, task: _Task) -> None:
-        if self._progress is not None:
-            self._progress.remove_task(task.id)
-
-
-@contextmanager
-def _bar() -> Iterator[_Bars]:
-    if not sys.stdout.isatty():
-        yield _Bars(None)
-        return
-    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
-
-    columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn())
-    with Progress(*columns, transient=True) as progress:
-        yield _Bars(progress)
+def _plan(bar: Progress, task: int, n: int) -> None:
+    bar.update(task, total=n)

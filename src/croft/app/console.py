@@ -37,3 +37,9 @@ def silence_stdout() -> None:
         os.close(devnull)
     except (OSError, ValueError):
         pass
+
+
+def report_skips(sentences: tuple[str, ...]) -> None:
+    """Each skip report as one `croft: ...` line on stderr."""
+    for sentence in sentences:
+        print(f"croft: {sentence}", file=sys.stderr)

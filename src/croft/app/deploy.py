@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from cyclopts import App, Parameter
 
-from croft.app.checks import check_number
+from croft.app.options import check_number
 from croft.errors import UserError
 
 if TYPE_CHECKING:
@@ -263,55 +263,34 @@ def wait_for_rollout(kube: Kube, options: DeployOptions, timeout_s: float, verb:
     import time
 
     from croft.adapters.kube.port import KubeError
+    from croft.app.progress import Progress
     from croft.domain.deploy.cluster import rollout, why_not
     from croft.domain.deploy.labels import APP_LABEL
 
     path = f"/apis/apps/v1/namespaces/{options.namespace}/daemonsets/{APP_LABEL}"
-    progress = _Progress()
+    progress = Progress(transfer=False, log=True)
+    line = progress.add(f"DaemonSet {options.namespace}/{APP_LABEL}: waiting")
     deadline = time.monotonic() + timeout_s
     state = None
     while True:
         try:
             state = rollout(kube.call("GET", path))
         except KubeError as exc:
-            progress.line(f"DaemonSet {options.namespace}/{APP_LABEL}: {exc}")
+            progress.update(line, description=f"DaemonSet {options.namespace}/{APP_LABEL}: {exc}")
         if state is not None:
-            progress.line(f"DaemonSet {options.namespace}/{APP_LABEL}: {state.line()}")
+            progress.update(line, description=f"DaemonSet {options.namespace}/{APP_LABEL}: {state.line()}")
             if state.done:
-                progress.end()
+                progress.close()
                 what = {"created": "deployed", "configured": "rolled out"}.get(verb, "in place")
                 print(f"the collector is {what} on {state.desired} nodes ({state.ready} ready)")
                 return 0
         if time.monotonic() >= deadline:
             break
         time.sleep(1.0)
-    progress.end()
+    progress.close()
     try:
         events = kube.events(options.namespace, "DaemonSet", APP_LABEL)
     except KubeError:
         events = []
     reason = why_not(state, events) if state is not None else "the DaemonSet could not be read"
     raise UserError(f"the DaemonSet was not scheduled within {timeout_s:g} s: {reason}")
-
-
-class _Progress:
-    """One line rewritten in place on a terminal; elsewhere a line whenever it changes."""
-
-    def __init__(self) -> None:
-        self._tty = sys.stderr.isatty()
-        self._last = ""
-
-    def line(self, text: str) -> None:
-        if text == self._last:
-            return
-        self._last = text
-        if self._tty:
-            sys.stderr.write("\r\033[K" + text)
-        else:
-            sys.stderr.write(text + "\n")
-        sys.stderr.flush()
-
-    def end(self) -> None:
-        if self._tty and self._last:
-            sys.stderr.write("\n")
-            sys.stderr.flush()

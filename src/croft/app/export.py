@@ -37,9 +37,16 @@ def export(
     if importlib.util.find_spec("pyarrow") is None:  # not imported here: the workers import it
         raise UserError("croft export needs pyarrow, which is not installed; pip install 'croft[export]'")
     from croft.adapters.dataset.export import run_export
-    from croft.app.answers import report_skips
+    from croft.app.console import report_skips
+    from croft.app.progress import Progress
 
-    outcome = run_export(path, to, compression=compression, row_group_mb=row_group_mb, progress=sys.stderr)
+    with Progress(transfer=False) as shown:
+        line = shown.add("croft export")
+
+        def told(exported: int, to_export: int, name: str) -> None:
+            shown.update(line, description=f"exported {exported}/{to_export}: {name}")
+
+        outcome = run_export(path, to, compression=compression, row_group_mb=row_group_mb, progress=told)
     report_skips(outcome.skips.report())
     noun = "file" if outcome.exported == 1 else "files"
     sys.stdout.write(

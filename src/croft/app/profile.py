@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 from cyclopts import Parameter
 
-from croft.app.answers import SHOWN_IDS
-from croft.app.options import DEFAULT_DATASET, DatasetOpt, FromOpt, ToOpt
+from croft.app.options import DEFAULT_DATASET, DatasetOpt, FromOpt, ToOpt, window
+from croft.errors import UserError
 
-__all__ = ["SHOWN_IDS", "profile"]
+SHOWN_IDS = 10  # an ambiguous prefix lists at most this many of the ids it matches
+# lines (decompressed) below which croft profile reads in this process: its work per line (a search
+# for the subject) is a fraction of stats', so a worker pool's start (multiprocessing's imports, the
+# forks, ~0.1 CPU s) pays only beyond a few hourly segments (benchmarks/summaries.py: an hour's
+# window, one 65 MB segment and three 11 MB live files, 0.44-0.60 s inline vs 0.66-0.84 s on 2 workers)
+PROFILE_INLINE_BYTES = 256 << 20
 
 
 def profile(
@@ -38,15 +44,73 @@ def profile(
     """Print the nodes a container (or a host cgroup, or a process) ran on, its polls and processes,
     the share of polls holding a GPU, and mean, p95 and max of CPU cores, memory, throttling and CPU
     pressure over the window."""
-    from croft.app import answers
+    import msgspec
 
-    return answers.profile(
-        container_id,
-        cgroup=cgroup,
-        pid=pid,
-        dataset=dataset,
-        from_=from_,
-        to=to,
-        from_ms=from_ms,
-        to_ms=to_ms,
+    from croft.adapters.dataset.scan import read_profile
+    from croft.adapters.host.clock import SystemClock
+    from croft.app.console import report_skips
+    from croft.domain.dataset.profile import Subject, prefix_error, subject_profile
+
+    given = [
+        name
+        for name, value in (("a container id", container_id), ("--cgroup", cgroup), ("--pid", pid))
+        if value is not None
+    ]
+    if len(given) != 1:
+        raise UserError(
+            "give one of a container id, --cgroup PATH or --pid PID"
+            + (f", not {' and '.join(given)}" if given else "")
+        )
+    now_ms = SystemClock().now().unix_ms
+    start, end = window(from_, to, from_ms, to_ms, now_ms)
+    if cgroup is not None:
+        subject = Subject("cgroup", "/" + cgroup.strip("/") if cgroup.strip("/") else "/")
+        what = f"cgroup {subject.value}"
+    elif pid is not None:
+        if pid <= 0:
+            raise UserError(f"--pid takes a process id above 0, got {pid}")
+        subject = Subject("pid", str(pid))
+        what = f"process {pid}"
+    else:
+        assert container_id is not None
+        problem = prefix_error(container_id)
+        if problem:
+            raise UserError(problem + "; for a host cgroup or a process use --cgroup PATH or --pid PID")
+        subject = Subject("container", container_id.lower())
+        what = ""
+    found = read_profile(
+        dataset,
+        subject.value if subject.kind == "container" else "",
+        start,
+        end,
+        subject=subject,
+        inline_bytes=PROFILE_INLINE_BYTES,
     )
+    report_skips(found.skips.report())
+    ids = found.matching_ids()
+    if not ids:
+        hint = "croft stats --containers lists the containers and cgroups it holds"
+        if subject.kind == "container":
+            raise UserError(f"no container id starting with {subject.value} in {dataset}; {hint}")
+        raise UserError(f"no rows of {what} in {dataset}; {hint}")
+    if len(ids) > 1:
+        shown = ", ".join(ids[:SHOWN_IDS]) + (
+            f" and {len(ids) - SHOWN_IDS} more" if len(ids) > SHOWN_IDS else ""
+        )
+        raise UserError(
+            f"container id prefix {subject.value} matches {len(ids)} containers: {shown}; give more digits"
+        )
+    track = found.tracks[ids[0]]
+    result = subject_profile(subject, ids[0], track, start, end)
+    if result is None:
+        name = what or f"container {ids[0]}"
+        raise UserError(
+            f"{name} has no rows from {_end(start)} to {_end(end)}; its rows span "
+            f"{track.first_ms} to {track.last_ms} (unix ms)"
+        )
+    sys.stdout.write(msgspec.json.encode(result.to_json()).decode() + "\n")
+    return 0
+
+
+def _end(unix_ms: int | None) -> str:
+    return "the start" if unix_ms is None else str(unix_ms)

@@ -7,8 +7,7 @@ from typing import Annotated, Literal
 
 from cyclopts import Parameter
 
-from croft.app.checks import check_number
-from croft.app.options import DEFAULT_DATASET, DatasetOpt
+from croft.app.options import DEFAULT_DATASET, DatasetOpt, check_number
 from croft.errors import UserError
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import signal
 import sys
 from pathlib import Path
@@ -211,6 +212,12 @@ def _live(
             raise UserError(str(exc)) from None
         except Unreachable as exc:
             print(f"croft: {exc}; retrying every poll", file=sys.stderr, flush=True)
+        # What is alive now (modules, the client) lives as long as the loop: frozen, a full garbage
+        # collection walks only what the polls made. Unfrozen, one in about 70 decisions of 200 pods
+        # on 20 collectors walked the ~39k objects of the imports, 15-40 ms on a 2-core VM: a p99 of
+        # 17-19 ms CPU for a median of 4 ms; frozen, 0.2 ms and a p99 of 5.3 ms.
+        gc.collect()
+        gc.freeze()
         loop.run(polls)
     finally:
         signal.signal(signal.SIGTERM, previous)

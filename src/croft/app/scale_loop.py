@@ -16,6 +16,7 @@ import attrs
 
 from croft.adapters.host.clock import Clock
 from croft.adapters.kube.port import Denied, KubeError, ScaleApi, Unreachable
+from croft.domain.metrics.query import query_string
 from croft.domain.scaling.decision import (
     CollectorScrape,
     Decision,
@@ -24,6 +25,7 @@ from croft.domain.scaling.decision import (
     ScaleConfig,
     ScaleHistory,
     desired_replicas,
+    scrape_query,
 )
 from croft.domain.scaling.kube import deployment_view, label_selector, pod_view
 from croft.domain.scaling.log import LogFormat, decision_fields, hold_fields, render
@@ -86,6 +88,7 @@ class ScaleLoop:
         self._denied_since_ns: int | None = None
         self._denied_now = False
         self.history = ScaleHistory()
+        self._query = query_string(scrape_query(config))
 
     def _emit(self, now_ms: int, fields: dict[str, str | int | float | bool | None]) -> None:
         self._log(render(iso_ms(now_ms), fields, self._log_format))
@@ -120,7 +123,7 @@ class ScaleLoop:
             return CollectorScrape(name, self._now_ms(), None, f"pod is {phase or 'without a phase'}")
         try:
             port = self.target.collector_port
-            body = self._kube.pod_metrics(self.target.collector_namespace, name, port)
+            body = self._kube.pod_metrics(self.target.collector_namespace, name, port, self._query)
         except Denied as exc:
             raise self._denied(exc) from None
         except Exception as exc:  # any failure of one collector is a gap, never a crash of the loop

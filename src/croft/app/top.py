@@ -181,11 +181,11 @@ def _print_once(
     import sys
 
     if json:
-        import orjson
+        import msgspec
 
         from croft.domain.top.table import to_json
 
-        sys.stdout.write(orjson.dumps(to_json(polls)).decode() + "\n")
+        sys.stdout.write(msgspec.json.encode(to_json(polls)).decode() + "\n")
         return
     width = console.width if console.is_terminal else None
     lines, _ = _lines(polls, notes, now_ms, width=width, height=None, screen=None, live=live)

@@ -40,8 +40,8 @@ from croft.domain.scaling.decision import (
     ScaleConfig,
     ScaleHistory,
     desired_replicas,
-    log_line,
 )
+from croft.domain.scaling.log import log_line
 from croft.domain.scaling.sizing import DRAIN_S
 from croft.domain.utc import iso_ms
 from croft.runs.load import SecondStats, second_stats, send_times

@@ -9,22 +9,20 @@ import hashlib
 import multiprocessing
 import os
 import sys
-from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any
 
 import attrs
-import orjson
+import msgspec
 
 from croft.adapters.dataset.files import (
     DatasetFile,
-    Lines,
     Part,
     find_files,
-    lines_of,
+    row_batches,
     shown,
     work_bytes,
 )
@@ -40,7 +38,7 @@ from croft.domain.dataset.export import (
     part_path,
     plan_export,
 )
-from croft.domain.dataset.lines import decode_block, last_line, view
+from croft.domain.dataset.row import Row
 from croft.domain.dataset.skips import SkipTally
 from croft.errors import UserError
 
@@ -76,14 +74,15 @@ def run_export(
     *,
     compression: str,
     row_group_mb: float,
-    progress: TextIO | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
     workers: int | None = None,
     inline_bytes: int = INLINE_BYTES,
 ) -> Outcome:
     """Export the dataset at `path` into `to`; see `croft.domain.dataset.export`. A file that
     cannot be read at all is skipped and counted as `croft stats` counts it, and exported once it
     can be read. The files to export are shared by a pool of `workers` processes (default: one per
-    CPU) unless they hold fewer than `inline_bytes` bytes of lines, or one worker is asked for."""
+    CPU) unless they hold fewer than `inline_bytes` bytes of lines, or one worker is asked for.
+    `progress(exported, to_export, name)` is told after each file."""
     state = _load_state(to)
     dataset_files = find_files(path, None)
     by_key: dict[tuple[str, str], DatasetFile] = {}
@@ -101,7 +100,7 @@ def run_export(
             )
         except OSError:
             # Read as croft stats reads it, for the same skip (a FIFO, a directory, no permission).
-            for _ in fast_rows(dataset_file, outcome.skips):
+            for _ in file_rows(dataset_file, outcome.skips):
                 pass
             continue
         by_key[source.key] = dataset_file
@@ -131,11 +130,8 @@ def run_export(
         outcome.parts_written += len(done.parts)
         outcome.bytes_written += done.bytes_written
         outcome.skips.merge(done.skips)
-        if progress is not None and progress.isatty():
-            progress.write(f"\rexported {outcome.exported}/{len(jobs)}: {source.node}/{source.name}\x1b[K")
-            progress.flush()
-    if progress is not None and progress.isatty() and jobs:
-        progress.write("\r\x1b[K")
+        if progress is not None:
+            progress(outcome.exported, len(jobs), f"{source.node}/{source.name}")
     if isinstance(failure, BrokenProcessPool):
         raise UserError(
             "a croft export worker process died (out of memory?); run croft export again, what was "
@@ -164,7 +160,7 @@ def export_source(
     dataset_file, source = job
     skips = SkipTally()
     counts = Outcome()
-    parts = _export_one(fast_rows(dataset_file, skips), source, to, compression, row_group_mb, counts)
+    parts = _export_one(file_rows(dataset_file, skips), source, to, compression, row_group_mb, counts)
     return SourceDone(parts=parts, rows=counts.rows, bytes_written=counts.bytes_written, skips=skips)
 
 
@@ -200,21 +196,10 @@ def _carry_out(
                 yield futures[future], future.result()
 
 
-def fast_rows(dataset_file: DatasetFile, skips: SkipTally) -> Iterator[Any]:
-    """The rows of one file as the fast readers' structs (`views.RowSchema`, the same fields as
-    `Row`), judged and counted exactly as `croft stats` judges them (`lines.decode_block`)."""
-    skipped = Counter[str]()
-    for item in lines_of(Part(dataset_file), skips):
-        if isinstance(item, Lines):
-            yield from decode_block(item.data, item.start, item.stop, skipped)
-            continue
-        found = last_line(view(item.line))
-        if isinstance(found, str):
-            skipped[found] += 1
-        else:
-            yield found
-    for kind, count in skipped.items():
-        skips.line(shown(dataset_file.path), kind, count)
+def file_rows(dataset_file: DatasetFile, skips: SkipTally) -> Iterator[Row]:
+    """The rows of one file, judged and counted exactly as `croft stats` judges them."""
+    for rows in row_batches(Part(dataset_file), skips):
+        yield from rows
 
 
 def _export_one(
@@ -280,8 +265,8 @@ def _load_state(to: Path) -> dict[tuple[str, str], Exported]:
     except OSError as exc:
         raise UserError(f"cannot read {state_path}: {exc.strerror}") from None
     try:
-        return decode_state(orjson.loads(data))
-    except (orjson.JSONDecodeError, BadState) as exc:
+        return decode_state(msgspec.json.decode(data))
+    except (msgspec.DecodeError, BadState) as exc:
         raise UserError(
             f"{state_path} is not croft export's state ({exc}); export into an empty directory, "
             "or delete that file to export everything again"
@@ -292,7 +277,7 @@ def _save_state(to: Path, state: dict[tuple[str, str], Exported]) -> None:
     to.mkdir(parents=True, exist_ok=True)
     temporary = to / f".{STATE_NAME}.tmp"
     with open(temporary, "wb") as f:
-        f.write(orjson.dumps(encode_state(state), option=orjson.OPT_INDENT_2))
+        f.write(msgspec.json.format(msgspec.json.encode(encode_state(state)), indent=2))
         f.flush()
         os.fsync(f.fileno())
     temporary.replace(to / STATE_NAME)

@@ -19,17 +19,21 @@ import errno
 import os
 import re
 import stat
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import attrs
-import orjson
+import msgspec
 
 from croft.adapters.dataset.zstd_frames import ends_on_a_frame
 from croft.domain.dataset.naming import Naming
 from croft.domain.dataset.skips import JSON_WHITESPACE, MAX_LINE_BYTES, TOO_LONG, SkipTally
 from croft.errors import UserError
+
+if TYPE_CHECKING:
+    from croft.domain.dataset.row import Row
 
 PLAIN_READ_BYTES = 256 << 10  # bytes per read of a plain file (cache-sized)
 ZSTD_READ_BYTES = 16 << 10  # compressed bytes per read of a zstd file (about 200 KB out)
@@ -128,7 +132,7 @@ def first_row_ms(path: Path) -> int | None:
     try:
         with path.open("rb") as f:
             line = f.read(MAX_LINE_BYTES).split(b"\n", 1)[0]
-        value = orjson.loads(line).get("unix_ms")
+        value = msgspec.json.decode(line).get("unix_ms")
     except (OSError, ValueError, AttributeError):
         return None
     return value if type(value) is int else None
@@ -359,6 +363,31 @@ def lines_of(part: Part, skips: SkipTally) -> Iterator[Lines | Torn]:
             skips.damaged(name, item.reason, item.whole)
         else:
             yield item
+
+
+def row_batches(part: Part, skips: SkipTally, plain_bytes: int = PLAIN_READ_BYTES) -> Iterator[list[Row]]:
+    """The rows of `part`, a block at a time, judged by the one rule (`croft.domain.dataset.lines`);
+    every line skipped and the damage counted in `skips` under the file's name, the lines by kind
+    once the part is read (`plain_bytes`: `read_part`'s)."""
+    from croft.domain.dataset.lines import decode_block, last_line, verdict
+
+    name = shown(part.file.path)
+    skipped = Counter[str]()
+    for item in read_part(part, plain_bytes=plain_bytes):
+        if isinstance(item, TooLong):
+            skips.line(name, TOO_LONG)
+        elif isinstance(item, Damaged):
+            skips.damaged(name, item.reason, item.whole)
+        elif isinstance(item, Lines):
+            yield decode_block(item.data, item.start, item.stop, skipped)
+        else:
+            found = last_line(verdict(item.line))
+            if isinstance(found, str):
+                skipped[found] += 1
+            else:
+                yield [found]
+    for kind, count in skipped.items():
+        skips.line(name, kind, count)
 
 
 def _within(block: bytes, start: int, stop: int, max_line_bytes: int) -> Iterator[Lines | TooLong]:

@@ -2,7 +2,8 @@
 
 The row's nesting is kept: `process`, `usage` and `cgroup_usage` are structs, `syscalls` a list of
 (name, rate_per_sec) structs, `short_lived` a nullable struct of `processes` and such a list,
-`ingress` a nullable struct of its numbers.
+`ingress` a nullable struct of its numbers, `gpus` a nullable list of GPU structs (each with a
+nullable list of (name, busy_percent) engine structs).
 `unix_ms` is a timestamp in milliseconds, UTC (int64 on disk); ids, names and paths are
 dictionary-encoded strings. The partition columns `node` and `hour` live in the
 directory names (hive partitioning), not in the files.
@@ -83,6 +84,39 @@ INGRESS = pa.struct(
         pa.field("tcp_connections_s", pa.float64()),
     ]
 )
+GPU_ENGINE = pa.struct(
+    [pa.field("name", _DICT, nullable=False), pa.field("busy_percent", pa.float64(), nullable=False)]
+)
+GPU = pa.struct(
+    [
+        pa.field("index", pa.int64(), nullable=False),
+        pa.field("uuid", _DICT),
+        pa.field("gpu_instance_id", pa.int64()),
+        pa.field("compute_instance_id", pa.int64()),
+        pa.field("driver", _DICT),
+        pa.field("pci", _DICT),
+        pa.field("memory_bytes", pa.int64()),
+        pa.field("sm_percent", pa.float64()),
+        pa.field("memory_bandwidth_percent", pa.float64()),
+        pa.field("encoder_percent", pa.float64()),
+        pa.field("decoder_percent", pa.float64()),
+        pa.field("engines", pa.list_(pa.field("element", GPU_ENGINE, nullable=False))),
+    ]
+)
+GPUS = pa.list_(pa.field("element", GPU, nullable=False))
+# The same shape with plain strings: pyarrow builds it from Python values, then casts it.
+_GPUS_PLAIN = pa.list_(
+    pa.struct(
+        [
+            (f.name, pa.string())
+            if pa.types.is_dictionary(f.type)
+            else (f.name, pa.list_(pa.struct([("name", pa.string()), ("busy_percent", pa.float64())])))
+            if f.name == "engines"
+            else (f.name, f.type)
+            for f in GPU
+        ]
+    )
+)
 SCHEMA = pa.schema(
     [
         pa.field("unix_ms", pa.timestamp("ms", tz="UTC"), nullable=False),
@@ -96,6 +130,7 @@ SCHEMA = pa.schema(
         pa.field("syscalls", SYSCALLS, nullable=False),
         pa.field("short_lived", SHORT_LIVED),
         pa.field("ingress", INGRESS),
+        pa.field("gpus", GPUS),
         pa.field("label", _DICT),
     ]
 )
@@ -160,6 +195,7 @@ def table_of(rows: Sequence[Row] | Sequence[Any]) -> pa.Table:
         syscalls.cast(SCHEMA.field("syscalls").type),
         _short_lived(rows),
         _ingress(rows),
+        _gpus(rows),
         _strings([r.label for r in rows]),
     ]
     return pa.Table.from_arrays(columns, schema=SCHEMA)
@@ -184,6 +220,25 @@ def _ingress(rows: Sequence[Row]) -> pa.Array:
         None if r.ingress is None else {name: getattr(r.ingress, name) for name in fields} for r in rows
     ]
     return pa.array(values, type=INGRESS)
+
+
+def _gpus(rows: Sequence[Row]) -> pa.Array:
+    fields = [GPU.field(i).name for i in range(GPU.num_fields)]
+    values = [
+        None
+        if r.gpus is None
+        else [
+            {
+                **{name: getattr(use, name) for name in fields if name != "engines"},
+                "engines": None
+                if use.engines is None
+                else [{"name": e.name, "busy_percent": e.busy_percent} for e in use.engines],
+            }
+            for use in r.gpus
+        ]
+        for r in rows
+    ]
+    return pa.array(values, type=_GPUS_PLAIN).cast(GPUS)
 
 
 class PartWriter:

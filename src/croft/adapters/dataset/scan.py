@@ -25,13 +25,14 @@ from croft.adapters.dataset.files import (
     Part,
     find_files,
     lines_of,
+    row_batches,
     shown,
     split,
     work_bytes,
 )
-from croft.adapters.dataset.summary_index import MergedDamaged, Trusted, load_trusted
+from croft.adapters.dataset.summaries import load_all
 from croft.domain.dataset.containers import ContainersAccumulator
-from croft.domain.dataset.segments import ProfilePlan, SegmentSummary
+from croft.domain.dataset.segments import SegmentSummary
 from croft.domain.dataset.skips import SkipTally
 from croft.domain.dataset.summary import FileFacts, StatsAccumulator
 
@@ -70,76 +71,23 @@ def read_stats(
     part_bytes: int = PART_BYTES,
     progress: Callable[[int, int], None] | None = None,
     summaries: bool = True,
-    native: bool | None = None,
 ) -> tuple[FileFacts, StatsAccumulator]:
     """The files of `path` and the stats accumulated over all their rows (skips included); the
     syscall sums, which cost about as much again as everything else, only with `syscalls`.
-    Segments with a trusted summary are answered from it (unless not `summaries`), the rest read,
-    through the native fast path unless not `native` (`stats_of_part`).
+    Segments with a trusted summary are answered from it (unless not `summaries`), the rest read.
     `progress(done_bytes, total_bytes)` is told after each part read."""
-    return _merged_or_not(
-        partial(
-            _read_stats, path, syscalls, workers, host, inline_bytes, part_bytes, progress, summaries, native
-        )
-    )
-
-
-def _read_stats(
-    path: Path,
-    syscalls: bool,
-    workers: int | None,
-    host: str | None,
-    inline_bytes: int,
-    part_bytes: int,
-    progress: Callable[[int, int], None] | None,
-    summaries: bool,
-    native: bool | None,
-    use_merged: bool = True,
-) -> tuple[FileFacts, StatsAccumulator]:
     files = find_files(path, host)
     total = StatsAccumulator(syscalls)
     rest = []
-    trusted = _trusted(files, summaries, workers, use_merged)
-    trusted.stats_into(total)
-    for at, (f, summary) in enumerate(zip(files, trusted.summaries, strict=True)):
+    for f, summary in zip(files, _trusted(files, summaries), strict=True):
         if summary is not None:
             summary.stats(f.node, shown(f.path), into=total)
-        elif at not in trusted.answered:
+        else:
             rest.append(f)
-    rest = _remembered(rest, total, syscalls, part_bytes) if summaries else rest
-    task = partial(stats_of_part, syscalls=syscalls, native=native)
+    task = partial(stats_of_part, syscalls=syscalls)
     for result in _run(task, tuple(rest), workers, inline_bytes, part_bytes, progress):
         total.merge(result)
-    total.poll_counts()  # the poll times of merged states taken here, where they must be
     return file_facts(files), total
-
-
-def _remembered(
-    files: list[DatasetFile], total: StatsAccumulator, syscalls: bool, part_bytes: int
-) -> list[DatasetFile]:
-    """Merge the remembered totals of unchanged plain files (`croft.adapters.dataset.live_memory`,
-    on when the summaries' checks are remembered) into `total`; read the other small plain files
-    here, remembering theirs; the files left to read."""
-    from croft.adapters.dataset.summaries import live_memory
-
-    memory = live_memory()
-    if memory is None:
-        return files
-    left = []
-    for f in files:
-        key = None if f.compressed or f.problem is not None or f.size_bytes > part_bytes else memory.key(f)
-        if key is None:
-            left.append(f)
-            continue
-        known = memory.totals(key, syscalls)
-        if known is None:
-            known = stats_of_part(Part(f), syscalls=True)
-            memory.remember(key, memory.key(f), known)
-            if not syscalls:
-                known.syscall_sums.clear()
-        total.merge(known)
-    memory.save()
-    return left
 
 
 def read_profile(
@@ -160,49 +108,13 @@ def read_profile(
     `summaries`) says it holds no row of the subject in the window is not read; the time span of
     the subject's containers in it comes from the summary, and the rows in the window of a
     container's or a cgroup's from the summary's per-poll figures where it has them."""
-    return _merged_or_not(
-        partial(
-            _read_profile,
-            path,
-            prefix,
-            from_ms,
-            to_ms,
-            workers,
-            host,
-            inline_bytes,
-            part_bytes,
-            subject,
-            summaries,
-        )
-    )
-
-
-def _read_profile(
-    path: Path,
-    prefix: str,
-    from_ms: int | None,
-    to_ms: int | None,
-    workers: int | None,
-    host: str | None,
-    inline_bytes: int,
-    part_bytes: int,
-    subject: Subject | None,
-    summaries: bool,
-    use_merged: bool = True,
-) -> ProfileAccumulator:
     from croft.domain.dataset.profile import ProfileAccumulator  # not on croft stats' way
 
     files = find_files(path, host)
     total = ProfileAccumulator(prefix, from_ms, to_ms, subject)
     rest = []
-    trusted = _trusted(files, summaries, workers, use_merged)
-    plans = trusted.plans(total.subject, from_ms, to_ms)
-    for at, (f, summary) in enumerate(zip(files, trusted.summaries, strict=True)):
-        plan: ProfilePlan | None
-        if at in plans:
-            plan, summary = plans[at]
-        else:
-            plan = None if summary is None else summary.profile_plan(total.subject, from_ms, to_ms)
+    for f, summary in zip(files, _trusted(files, summaries), strict=True):
+        plan = None if summary is None else summary.profile_plan(total.subject, from_ms, to_ms)
         if (
             plan is None  # no trusted summary
             or plan.scan
@@ -253,52 +165,22 @@ def read_containers(
 ) -> tuple[FileFacts, ContainersAccumulator]:
     """Every container and host cgroup of `path` (`croft stats --containers`), skips counted;
     segments with a trusted summary (unless not `summaries`) answered from it."""
-    return _merged_or_not(
-        partial(_read_containers, path, workers, host, inline_bytes, part_bytes, progress, summaries)
-    )
-
-
-def _read_containers(
-    path: Path,
-    workers: int | None,
-    host: str | None,
-    inline_bytes: int,
-    part_bytes: int,
-    progress: Callable[[int, int], None] | None,
-    summaries: bool,
-    use_merged: bool = True,
-) -> tuple[FileFacts, ContainersAccumulator]:
     files = find_files(path, host)
     total = ContainersAccumulator()
     rest = []
-    trusted = _trusted(files, summaries, workers, use_merged)
-    trusted.containers_into(total)
-    for at, (f, summary) in enumerate(zip(files, trusted.summaries, strict=True)):
+    for f, summary in zip(files, _trusted(files, summaries), strict=True):
         if summary is not None:
             total.merge(summary.containers(f.node, shown(f.path)))
-        elif at not in trusted.answered:
+        else:
             rest.append(f)
     for part in _run(containers_of_part, tuple(rest), workers, inline_bytes, part_bytes, progress):
         total.merge(part)
     return file_facts(files), total
 
 
-def _merged_or_not(read: Callable[[bool], T]) -> T:
-    """`read(use_merged)`: with the merged states, and asked again without them when one is damaged."""
-    try:
-        return read(True)
-    except MergedDamaged:
-        return read(False)
-
-
-def _trusted(
-    files: tuple[DatasetFile, ...], wanted: bool, workers: int | None, use_merged: bool = True
-) -> Trusted:
-    """The trusted summaries of the files (`summary_index.load_trusted`), or none at all unless
-    `wanted`."""
-    if not wanted:
-        return Trusted(files, [], [None] * len(files))
-    return load_trusted(files, workers or default_workers(), use_merged)
+def _trusted(files: tuple[DatasetFile, ...], wanted: bool) -> list[SegmentSummary | None]:
+    """The trusted summary of each file (`summaries.load_all`), or none at all unless `wanted`."""
+    return load_all(files) if wanted else [None] * len(files)
 
 
 def _run(
@@ -346,49 +228,19 @@ def _disk_bytes(part: Part) -> int:
     return max(stop - part.start, 0)
 
 
-def native_wanted() -> bool:
-    """Whether croft stats' scan may use the native fast path: unless CROFT_NATIVE=0 (the pure
-    Python path, the definition, for comparison)."""
-    return os.environ.get("CROFT_NATIVE", "1") != "0"
-
-
-def stats_of_part(part: Part, syscalls: bool = False, native: bool | None = None) -> StatsAccumulator:
-    """Every row of `part` in a stats accumulator, bad lines and damage counted; through the native
-    fast path when built, unless not `native` (default: `native_wanted()`)."""
+def stats_of_part(part: Part, syscalls: bool = False) -> StatsAccumulator:
+    """Every row of `part` in a stats accumulator, bad lines and damage counted."""
     acc = StatsAccumulator(syscalls)
-    node, skipped = part.file.node, Counter[str]()
-    fast = native_wanted() if native is None else native
-    for item in lines_of(part, acc.skips):
-        if isinstance(item, Lines):
-            acc.add_lines(node, item.data, item.start, item.stop, skipped, fast)
-            continue
-        from croft.domain.dataset.lines import last_line, view  # msgspec's schema: built when needed
-
-        found = last_line(view(item.line))
-        if isinstance(found, str):
-            skipped[found] += 1
-        else:
-            acc.add(node, [found])
-    _count(acc.skips, part, skipped)
+    for rows in row_batches(part, acc.skips):
+        acc.add(part.file.node, rows)
     return acc
 
 
 def containers_of_part(part: Part) -> ContainersAccumulator:
     """Every row of `part` in a containers accumulator, bad lines and damage counted."""
-    from croft.domain.dataset.lines import decode_block, last_line, view
-
     acc = ContainersAccumulator()
-    node, skipped = part.file.node, Counter[str]()
-    for item in lines_of(part, acc.skips):
-        if isinstance(item, Lines):
-            acc.add(node, decode_block(item.data, item.start, item.stop, skipped))
-            continue
-        found = last_line(view(item.line))
-        if isinstance(found, str):
-            skipped[found] += 1
-        else:
-            acc.add(node, [found])
-    _count(acc.skips, part, skipped)
+    for rows in row_batches(part, acc.skips):
+        acc.add(part.file.node, rows)
     return acc
 
 
@@ -398,7 +250,7 @@ def profile_of_part(
     """The rows of `part` that mention the subject's bytes (`prefix`'s by default), decoded and
     accumulated; only those lines are judged, so a bad line elsewhere goes uncounted here
     (too-long lines and damage are counted wherever they are)."""
-    from croft.domain.dataset.lines import last_line, lines_with, view
+    from croft.domain.dataset.lines import last_line, lines_with, verdict
     from croft.domain.dataset.profile import ProfileAccumulator
 
     acc = ProfileAccumulator(prefix, from_ms, to_ms, subject)
@@ -406,9 +258,9 @@ def profile_of_part(
     node, skipped = part.file.node, Counter[str]()
     for item in lines_of(part, acc.skips):
         if isinstance(item, Lines):
-            found = [view(line) for line in lines_with(item.data, item.start, item.stop, needle)]
+            found = [verdict(line) for line in lines_with(item.data, item.start, item.stop, needle)]
         else:
-            found = [last_line(view(item.line))] if needle in item.line else []
+            found = [last_line(verdict(item.line))] if needle in item.line else []
         for one in found:
             if isinstance(one, str):
                 skipped[one] += 1

@@ -1,33 +1,33 @@
 """Segment summaries on disk: computing one from a segment's lines, appending it to the segment as a
 zstd skippable frame (`croft.domain.dataset.segments`), finding and checking it, and `croft index`.
 
-A summary is trusted only when the file's bytes before its frame have the size and CRC-32 it names
-(reading a compressed segment to check it costs a few milliseconds per 100 MB; decompressing it
-would cost a second). A segment without a trusted summary is scanned, as before.
+The trust rule: a closed segment is immutable, so its summary is trusted when the file is still
+the one the summary was written for, as far as its own bytes tell: the summary frame ends the file
+and matches its own CRC-32, and the data (with the per-poll figures' frame, which opens where the
+summary says) ends where that frame starts. Nothing of the data is read to trust it: an append or
+a cut moves the end, and damage inside the data is what the zstd frames' own checksums and
+`croft index --verify` find (it recomputes the CRC-32 the summary names of the data). A segment
+without a trusted summary is scanned.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
 import time
 import zlib
-from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import attrs
 
 from croft.adapters.dataset.disk import OS_DISK, Disk, fsync_directory, write_all
 from croft.adapters.dataset.files import (
-    Damaged,
     DatasetFile,
-    Lines,
     Part,
-    TooLong,
     find_files,
-    read_part,
+    row_batches,
     shown,
 )
 from croft.domain.dataset.containers import ContainersAccumulator
@@ -43,15 +43,10 @@ from croft.domain.dataset.segments import (
     frame_start,
     state_of,
 )
-from croft.domain.dataset.skips import TOO_LONG
 from croft.domain.dataset.summary import StatsAccumulator
-
-if TYPE_CHECKING:
-    from croft.adapters.dataset.live_memory import LiveMemory
 
 CHECK_READ_BYTES = 1 << 20  # cache-sized
 SUMMARY_READ_BYTES = 32 << 10  # a plain segment decoded a block at a time: ~0.3 ms holding the GIL
-POOL_CHECK_BYTES = 16 << 20  # compressed bytes to check below which a second thread costs more than it saves
 
 
 def summarize(path: Path, compressed: bool) -> dict[str, object] | None:
@@ -60,35 +55,15 @@ def summarize(path: Path, compressed: bool) -> dict[str, object] | None:
 
     On the collector this runs on the compression thread beside the poll thread: a plain file is
     decoded in small blocks, the GIL given up after each, so that a poll never waits long."""
-    from croft.domain.dataset.lines import decode_block, last_line, view
-
     part = Part(DatasetFile(path, FILE_NODE, compressed, path.stat().st_size))
     stats, containers, cgroups = StatsAccumulator(syscalls=True), ContainersAccumulator(), set[str]()
     groups = PollGroups()
-    skipped = Counter[str]()
-    name = shown(path)
-    for item in read_part(part, plain_bytes=SUMMARY_READ_BYTES):
-        if isinstance(item, TooLong):
-            stats.skips.line(name, TOO_LONG)
-            continue
-        if isinstance(item, Damaged):
-            stats.skips.damaged(name, item.reason, item.whole)
-            continue
-        if isinstance(item, Lines):
-            views = decode_block(item.data, item.start, item.stop, skipped)
-        else:
-            found = last_line(view(item.line))
-            if isinstance(found, str):
-                skipped[found] += 1
-                continue
-            views = [found]
-        stats.add(FILE_NODE, views)
-        containers.add(FILE_NODE, views)
-        groups.add(FILE_NODE, views)
-        cgroups.update(v.process.cgroup for v in views)
+    for rows in row_batches(part, stats.skips, plain_bytes=SUMMARY_READ_BYTES):
+        stats.add(FILE_NODE, rows)
+        containers.add(FILE_NODE, rows)
+        groups.add(FILE_NODE, rows)
+        cgroups.update(row.process.cgroup for row in rows)
         time.sleep(0)  # let a waiting poll thread take the GIL now
-    for kind, count in skipped.items():
-        stats.skips.line(name, kind, count)
     return state_of(stats, containers, cgroups, groups)
 
 
@@ -97,155 +72,13 @@ def frame_bytes(state: dict[str, object], data_bytes: int, crc32: int) -> bytes:
 
 
 def load(f: DatasetFile) -> SegmentSummary | None:
-    """The trusted summary of the zstd file `f`, or None (no summary, or one that does not match
-    the bytes before it)."""
-    summary = read_frame(f)
-    return summary if summary is not None and data_crc(f.path, summary.data_bytes) == summary.crc32 else None
+    """The trusted summary of the zstd file `f` (the module's trust rule), or None."""
+    return read_frame(f)
 
 
-def load_all(
-    files: Sequence[DatasetFile], workers: int, pool_bytes: int = POOL_CHECK_BYTES
-) -> list[SegmentSummary | None]:
-    """`load` of each of `files`; the checksums on `workers` threads when they are many bytes (the
-    frames themselves are read here: small). zlib.crc32 and readinto let go of the GIL, so threads
-    run the checks side by side without a process pool's start (multiprocessing's imports, forks).
-    With `remembered_checks` on (the croft commands), a file whose check passed before and whose
-    identity, size, mtime and ctime are unchanged since is not read again."""
-    frames = [read_frame(f) for f in files]
-    memory = _memory[0] if _memory else None
-    keys = [
-        None if s is None or memory is None else memory.key(f.path, s)
-        for f, s in zip(files, frames, strict=True)
-    ]
-    known = [key is not None and memory is not None and key in memory.passed for key in keys]
-    checks = [
-        (f.path, s.data_bytes)
-        for f, s, seen in zip(files, frames, known, strict=True)
-        if s is not None and not seen
-    ]
-    if workers > 1 and len(checks) > 1 and sum(size for _, size in checks) >= pool_bytes:
-        results = _on_threads(checks, min(workers, len(checks)))
-    else:
-        results = [_data_crc(check) for check in checks]
-    crcs = iter(results)
-    trusted: list[SegmentSummary | None] = []
-    for s, key, seen in zip(frames, keys, known, strict=True):
-        if s is None or (not seen and next(crcs) != s.crc32):
-            trusted.append(None)
-            continue
-        trusted.append(s)
-        if memory is not None and key is not None and not seen:
-            memory.passed_now(key)
-    if memory is not None:
-        memory.save()
-    return trusted
-
-
-class CheckMemory:
-    """The trust checks that passed, by the file's device, inode, size, mtime and ctime and the
-    summary's data size and CRC-32 (`key`), kept in one small file. Any write to a file (or utime,
-    or rename over it) gives it a new ctime, which the kernel sets and no one can set back, so a
-    remembered check holds only for the bytes it read. A check is remembered only for a file whose
-    ctime is older than the check by `RACY_NS`: a write in the same clock tick as the last one
-    would leave the ctime as it was (git's racily clean index entries)."""
-
-    RACY_NS = 2_000_000_000
-    LIMIT = 100_000  # entries kept, the newest
-
-    def __init__(self, path: Path, now_ns: int) -> None:
-        self.path = path
-        self.now_ns = now_ns  # before any check of this process began
-        self._passed: dict[tuple[int, ...], int] | None = None
-        self.added = False
-
-    @property
-    def passed(self) -> dict[tuple[int, ...], int]:
-        """The checks that passed, by key: read from the file when first asked for (a dataset
-        whose segments the merged summaries answer never asks)."""
-        if self._passed is None:
-            self._passed = {}
-            try:
-                import orjson
-
-                for entry in orjson.loads(self.path.read_bytes()):
-                    *key, at = entry
-                    self._passed[tuple(int(k) for k in key)] = int(at)
-            except (OSError, ValueError, TypeError):
-                self._passed = {}  # none yet, or unreadable: every file is checked
-        return self._passed
-
-    @staticmethod
-    def key(path: Path, summary: SegmentSummary) -> tuple[int, ...] | None:
-        try:
-            facts = path.stat()
-        except OSError:
-            return None
-        return (
-            facts.st_dev,
-            facts.st_ino,
-            facts.st_size,
-            facts.st_mtime_ns,
-            facts.st_ctime_ns,
-            summary.data_bytes,
-            summary.crc32,
-        )
-
-    def passed_now(self, key: tuple[int, ...]) -> None:
-        if key[4] < self.now_ns - self.RACY_NS:
-            self.passed[key] = self.now_ns
-            self.added = True
-
-    def save(self) -> None:
-        if not self.added:
-            return
-        import orjson
-
-        newest = sorted(self.passed.items(), key=lambda item: item[1])[-self.LIMIT :]
-        body = orjson.dumps([[*key, at] for key, at in newest])
-        replace_quietly(self.path, body)
-        self.added = False
-
-
-_memory: list[CheckMemory] = []
-
-
-def remembered_checks(now_ns: int, path: Path | None = None) -> CheckMemory:
-    """Remember passed trust checks in `path` (default: $CROFT_CACHE_DIR, else $XDG_CACHE_HOME/croft
-    or ~/.cache/croft, then trusted-summaries.json) for every later `load_all` of this process;
-    `now_ns`: the time now (unix ns), before any check."""
-    if path is None:
-        base = os.environ.get("CROFT_CACHE_DIR")
-        cache = os.environ.get("XDG_CACHE_HOME")
-        folder = Path(base) if base else (Path(cache) if cache else Path("~/.cache").expanduser()) / "croft"
-        path = folder / "trusted-summaries.json"
-    _memory[:] = [CheckMemory(path, now_ns)]
-    return _memory[0]
-
-
-def live_memory() -> LiveMemory | None:
-    """The remembered totals of plain files (`croft.adapters.dataset.live_memory`), kept beside the
-    remembered checks while `remembered_checks` is on; else None."""
-    if not _memory:
-        return None
-    from croft.adapters.dataset.live_memory import FILE_NAME, LiveMemory
-
-    if not _live or _live[0].path != _memory[0].path.with_name(FILE_NAME):
-        _live[:] = [LiveMemory(_memory[0].path.with_name(FILE_NAME), _memory[0].now_ns)]
-    return _live[0]
-
-
-_live: list[LiveMemory] = []
-
-
-def _on_threads(checks: list[tuple[Path, int]], workers: int) -> list[int | None]:
-    """`_data_crc` of each check, on `workers` threads taking the next one in turn."""
-    from croft.adapters.threads import InOrder  # here: a dataset with little to check needs none
-
-    pool = InOrder([(_data_crc, check) for check in checks], workers, name="croft-check")
-    try:
-        return [pool.result(at) for at in range(len(checks))]
-    finally:
-        pool.join()
+def load_all(files: Sequence[DatasetFile]) -> list[SegmentSummary | None]:
+    """`load` of each of `files`."""
+    return [load(f) for f in files]
 
 
 def read_frame(f: DatasetFile) -> SegmentSummary | None:
@@ -299,10 +132,6 @@ def _read_at(path: Path, offset: int, length: int) -> bytes | None:
     return raw if len(raw) == length else None
 
 
-def _data_crc(check: tuple[Path, int]) -> int | None:
-    return data_crc(*check)
-
-
 def data_crc(path: Path, data_bytes: int) -> int | None:
     """CRC-32 of the first `data_bytes` of `path`; None when it is shorter or cannot be read."""
     try:
@@ -323,71 +152,78 @@ def data_crc(path: Path, data_bytes: int) -> int | None:
 @attrs.frozen
 class Indexed:
     """What `index` did: segments given a summary, ones that had a trusted one, ones it could not
-    summarize (damaged: named with why)."""
+    summarize (damaged: named), and with `verify` the ones whose data no longer matched their
+    summary (named; summarized anew from what they hold now)."""
 
     written: int
     present: int
     failed: tuple[str, ...]
+    mismatched: tuple[str, ...] = ()
 
 
-def index(path: Path, disk: Disk = OS_DISK) -> Indexed:
+def index(path: Path, disk: Disk = OS_DISK, verify: bool = False) -> Indexed:
     """Append a summary to every zstd segment of the dataset at `path` that has no trusted one of
     this version; a trusted one of an older version is replaced (the data before it kept, the
-    summary written anew). Each is rewritten through a hidden copy renamed into place (a crash
-    leaves the old segment whole), with its mtime kept (retention's clock)."""
+    summary written anew). With `verify`, every trusted summary is also checked against the
+    CRC-32 of the data it names, and a segment whose data no longer matches is summarized anew
+    from what it holds (so its damage is then reported as a scan reports it). Each is rewritten
+    through a copy of its own renamed into place (a crash leaves the old segment whole; several
+    runs at once each write their own copy), with its mtime kept (retention's clock). A segment
+    that vanishes meanwhile (retention) is passed over."""
     written = present = 0
     failed: list[str] = []
+    mismatched: list[str] = []
     for f in find_files(path):
         if not f.compressed or f.problem is not None:
             continue
         old = load(f)
-        if old is not None and old.state.get("version", VERSION) == VERSION:
+        stale = old is not None and verify and data_crc(f.path, old.data_bytes) != old.crc32
+        if old is not None and not stale and old.state.get("version", VERSION) == VERSION:
             present += 1
             continue
-        state = summarize(f.path, compressed=True)
-        if state is None:
-            failed.append(shown(f.path))
-            continue
-        _append_copy(f.path, state, disk, None if old is None else old.data_bytes)
+        try:
+            if stale:
+                mismatched.append(shown(f.path))
+            state = summarize(f.path, compressed=True)
+            if state is None:
+                failed.append(shown(f.path))
+                if stale and old is not None:  # its data only: a scan reports the damage
+                    _append_copy(f.path, None, disk, old.data_bytes)
+                continue
+            _append_copy(f.path, state, disk, None if old is None else old.data_bytes)
+        except FileNotFoundError:
+            continue  # deleted by retention since it was listed
         written += 1
-    return Indexed(written, present, tuple(failed))
+    return Indexed(written, present, tuple(failed), tuple(mismatched))
 
 
-def _append_copy(path: Path, state: dict[str, object], disk: Disk, data_bytes: int | None = None) -> None:
-    """Rewrite `path` as its first `data_bytes` (default: all of it) and a summary of `state`."""
-    temporary = path.with_name(f".{path.name}.index")
+def _append_copy(
+    path: Path, state: dict[str, object] | None, disk: Disk, data_bytes: int | None = None
+) -> None:
+    """Rewrite `path` as its first `data_bytes` (default: all of it) and a summary of `state`
+    (None: none), through a hidden copy of this call's own."""
     facts = path.stat()
     crc, size = 0, 0
     left = facts.st_size if data_bytes is None else data_bytes
-    try:
-        with path.open("rb") as src:
-            dst = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    with path.open("rb") as src:
+        dst, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".index", dir=path.parent)
+        temporary = Path(name)
+        try:
             try:
                 while left > 0 and (chunk := src.read(min(CHECK_READ_BYTES, left))):
                     left -= len(chunk)
                     crc, size = zlib.crc32(chunk, crc), size + len(chunk)
                     write_all(disk, dst, chunk)
-                write_all(disk, dst, frame_bytes(state, size, crc))
+                if state is not None:
+                    write_all(disk, dst, frame_bytes(state, size, crc))
                 disk.fsync(dst)
+                os.fchmod(dst, 0o644)
+                os.utime(dst, ns=(facts.st_atime_ns, facts.st_mtime_ns))
             finally:
                 os.close(dst)
-        os.utime(temporary, ns=(facts.st_atime_ns, facts.st_mtime_ns))
-        disk.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            temporary.unlink()
-        raise
+            disk.replace(temporary, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                temporary.unlink()
+            raise
     fsync_directory(path.parent)
-
-
-def replace_quietly(path: Path, body: bytes) -> None:
-    """`path` replaced by `body` through a temporary file beside it (readers see the old file or the
-    new one); a memory that cannot be written is only a memory, so an OSError leaves it as it was."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary.write_bytes(body)
-        temporary.replace(path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            temporary.unlink()

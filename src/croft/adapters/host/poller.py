@@ -7,6 +7,7 @@ from collections.abc import Collection, Mapping
 
 from croft.adapters.host.cgroup_ids import subtree_paths, watched_roots
 from croft.adapters.host.cgroupfs import CgroupFS
+from croft.adapters.host.drm import DrmFdinfo
 from croft.adapters.host.netns import NetnsFS
 from croft.adapters.host.procfs import ProcFS
 from croft.domain.collector.kernel import (
@@ -50,7 +51,9 @@ class LiveSource:
     `Poll.unread`, by the membership of the process when a previous poll read it, else of the
     group the kernel counted them in. With `netns`, the network namespaces of the processes read
     (`Poll.netns`, the offered-load signals). With `activity` (bpf/oncpu.c), procfs looks only at the
-    processes that ran, moved or started since the previous poll (`ProcFS.scan`)."""
+    processes that ran, moved or started since the previous poll (`ProcFS.scan`). With `drm`, the
+    DRM clients (`Poll.drm`) of the poll's GPU holders and of the processes that held any the poll
+    before (a process whose GPU work runs on while it makes no ioctl)."""
 
     def __init__(
         self,
@@ -61,6 +64,7 @@ class LiveSource:
         watch: tuple[str, ...],
         netns: NetnsFS | None = None,
         activity: ActivitySource | None = None,
+        drm: DrmFdinfo | None = None,
     ) -> None:
         self._procfs = procfs
         self._netns = netns
@@ -69,6 +73,8 @@ class LiveSource:
         self._gpu = gpu
         self._watch = watch
         self._activity = activity
+        self._drm = drm
+        self._drm_before: frozenset[int] = frozenset()
         self._samples: Mapping[int, ProcessSample] = {}  # the previous poll's processes by tgid
         # The distinct memberships of the previous poll's processes, by id(), with how many hold each.
         self._held: dict[int, tuple[CgroupMembership, int]] = {}
@@ -102,7 +108,9 @@ class LiveSource:
         """The snapshot of this poll, stamped `at` (read by the caller just before)."""
         kernel = self._kernel.read()
         gpu = self._gpu.read()
-        gpu_tgids = set(kernel.gpu_ioctls) | set(gpu.memory_bytes)
+        # The holders of DRM clients last poll stay holders while they keep them (the poll's own
+        # are read after procfs): an AMD or Intel process whose work runs on without an ioctl.
+        gpu_tgids = set(kernel.gpu_ioctls) | set(gpu.memory_bytes) | self._drm_before
         watch = self._watch
 
         verdicts: dict[int, bool] = {}  # by id(): procfs shares one membership object per cgroup
@@ -136,6 +144,8 @@ class LiveSource:
         self.select(processes, frozenset(holders), memberships)
         cgroups = self._cgroupfs.read_all(memberships)
         netns = self._netns.read(processes, changes) if self._netns is not None else ()
+        drm = self._drm.read(holders | self._drm_before) if self._drm is not None else {}
+        self._drm_before = frozenset(drm)
         poll = Poll(
             at=at,
             ticks_per_s=self._procfs.ticks_per_s,
@@ -146,6 +156,7 @@ class LiveSource:
             dropped=dropped,
             unread=unread,
             netns=netns,
+            drm=drm,
             changes=changes,
         )
         self._last_poll_ns = at.monotonic_ns

@@ -11,17 +11,28 @@ The series are rendered by the one renderer, `croft.domain.metrics.exposition.re
 comes a registry of croft's own (`metrics_page`), not the global REGISTRY: `croft_build_info{version}`,
 the `process_*` self-metrics of prometheus_client's process collector (CPU, memory, open files of the
 collector process itself) and the histogram of poll durations, `croft_poll_seconds`.
+
+`GET /metrics?name[]=<series>&<label>=<value>` answers only the series the query asks for
+(croft.domain.metrics.query: `name[]` as prometheus_client's own server reads it, and label values);
+croft scale asks so, and parses a few lines instead of every series of the node. The poll's series
+are picked by `select` before they are rendered, the registry's metrics sample by sample as it
+collects them; both are then written by the same renderers as the whole page. Without a query, the
+whole page, as Prometheus scrapes it. A query that is not `key=value` fields of series names and
+label names is answered 400 with one sentence saying what is wrong.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import attrs
 from prometheus_client import CollectorRegistry, Histogram, Info, ProcessCollector, generate_latest
+from prometheus_client.metrics_core import Metric
 
+from croft.adapters.http.server import Request, Response
 from croft.domain.metrics import names as names
 from croft.domain.metrics.exposition import Sample, render_exposition
+from croft.domain.metrics.query import EVERY, BadQuery, SeriesQuery, parse_query, select
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 """The text exposition format, version 0.0.4 (what `generate_latest` writes with its default
@@ -82,6 +93,42 @@ def metrics_page(collector: SnapshotCollector, version: str | None = None) -> Me
     return MetricsPage(collector, registry)
 
 
-def exposition_body(page: MetricsPage) -> bytes:
-    """The page as text exposition (UTF-8): the newest poll's series, then the registry's."""
-    return render_exposition(page.collector.samples).encode("utf-8") + generate_latest(page.registry)
+def exposition_body(page: MetricsPage, query: SeriesQuery = EVERY) -> bytes:
+    """The page as text exposition (UTF-8): the newest poll's series, then the registry's; with a
+    query, only the series it asks for."""
+    if query.everything:
+        return render_exposition(page.collector.samples).encode("utf-8") + generate_latest(page.registry)
+    series = render_exposition(select(page.collector.samples, query)).encode("utf-8")
+    return series + generate_latest(_SelectedRegistry(page.registry, query))
+
+
+@attrs.frozen
+class _SelectedRegistry:
+    """`registry`'s metrics as `generate_latest` reads them (`collect()`), with only the samples
+    `query` keeps; a metric left without samples is left out, as prometheus_client's own
+    `restricted_registry` does for `name[]`."""
+
+    registry: CollectorRegistry
+    query: SeriesQuery
+
+    def collect(self) -> Iterator[Metric]:
+        for metric in self.registry.collect():
+            samples = [s for s in metric.samples if self.query.keeps(s.name, s.labels.items())]
+            if samples:
+                kept = Metric(metric.name, metric.documentation, metric.type, metric.unit)
+                kept.samples = samples
+                yield kept
+
+
+def metrics_handler(page: MetricsPage) -> Callable[[Request], Response]:
+    """The /metrics route: the page, or what the request's query asks for of it (400 with one
+    sentence for a query that is not `name[]=<series>&<label>=<value>` fields)."""
+
+    def handler(request: Request) -> Response:
+        try:
+            query = parse_query(request.query)
+        except BadQuery as exc:
+            return Response(400, "text/plain; charset=utf-8", f"{exc}\n".encode())
+        return Response(200, CONTENT_TYPE, exposition_body(page, query))
+
+    return handler

@@ -66,6 +66,7 @@ class ScaleApi(Protocol):
         """Set the Deployment's spec.replicas; returns what the API kept."""
         ...
 
-    def pod_metrics(self, namespace: str, pod: str, port: int, path: str = "metrics") -> str:
-        """A pod's /metrics text through the API server's pod proxy."""
+    def pod_metrics(self, namespace: str, pod: str, port: int, query: str = "") -> str:
+        """A pod's /metrics text through the API server's pod proxy; `query` (the part of the URL
+        after `?`, croft.domain.metrics.query) asks for only some series."""
         ...

@@ -118,10 +118,13 @@ class KubeClient:
         spec = _json(response).get("spec") or {}
         return int(spec.get("replicas", replicas))
 
-    def pod_metrics(self, namespace: str, pod: str, port: int, path: str = "metrics") -> str:
-        """A pod's /metrics text through the API server's pod proxy; one try (the next poll retries)."""
-        url = f"/api/v1/namespaces/{namespace}/pods/{pod}:{port}/proxy/{path}"
-        return self._call("GET", url, f"get /{path} of pod {namespace}/{pod}", attempts=1).text
+    def pod_metrics(self, namespace: str, pod: str, port: int, query: str = "") -> str:
+        """A pod's /metrics text through the API server's pod proxy, which passes `query` (the part of
+        the URL after `?`) on to the pod; one try (the next poll retries)."""
+        url = f"/api/v1/namespaces/{namespace}/pods/{pod}:{port}/proxy/metrics"
+        if query:
+            url = f"{url}?{query}"
+        return self._call("GET", url, f"get /metrics of pod {namespace}/{pod}", attempts=1).text
 
 
 def _message(response: httpx.Response) -> str:

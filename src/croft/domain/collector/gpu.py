@@ -1,7 +1,7 @@
 """GPU states of one process, as a pure state machine advanced once per poll.
 
 A process holds a GPU in a poll when it made GPU ioctls in it, NVML lists it as a holder, or it has
-a GPU device file (`/dev/nvidia*`) open. States:
+a GPU device file open (`/dev/nvidia*`, or a DRM file whose fdinfo names its driver). States:
 
 - `gpu-onset`: it holds one now, and in its previous rated poll it did not (or it had none);
 - `gpu-held`: it holds one now and did in its previous rated poll;

@@ -98,12 +98,45 @@ class KernelSelection:
 
 
 @attrs.frozen
+class UtilizationSample:
+    """One of NVML's per-process utilisation samples (`nvmlDeviceGetProcessesUtilizationInfo`, or
+    `nvmlDeviceGetProcessUtilization` on older drivers): percentages of the driver's sampling
+    period ending at `timestamp_us` (CPU time, microseconds since the epoch) in which the
+    process used the streaming multiprocessors (`sm`), the memory controller (`memory`), the
+    video encoder and decoder."""
+
+    timestamp_us: int
+    sm: int
+    memory: int
+    encoder: int
+    decoder: int
+
+
+@attrs.frozen
+class NvmlGpu:
+    """One GPU (or MIG instance) NVML lists a process on, at one poll: the device's `index` and
+    `uuid`, the MIG instance's ids (None outside MIG), the GPU memory the process uses (None
+    where NVML cannot tell) and the utilisation samples the driver took of it since the previous
+    poll (empty: none, as for a process that did not use the GPU; None: the device gives no
+    per-process utilisation, e.g. in MIG mode)."""
+
+    index: int
+    uuid: str | None
+    memory_bytes: int | None
+    gpu_instance_id: int | None = None
+    compute_instance_id: int | None = None
+    samples: tuple[UtilizationSample, ...] | None = None
+
+
+@attrs.frozen
 class GpuHolders:
-    """Processes NVML says hold a GPU, by host tgid, with the GPU memory they use (bytes).
+    """Processes NVML says hold a GPU, by host tgid, with the GPU memory they use (bytes) and, in
+    `gpus`, what NVML says of each GPU each uses (empty in traces recorded before it).
     `available` is False when there is no driver; detection then rests on ioctls and device files."""
 
     memory_bytes: Mapping[int, int] = attrs.field(factory=dict)
     available: bool = False
+    gpus: Mapping[int, tuple[NvmlGpu, ...]] = attrs.field(factory=dict)
 
 
 class KernelSource(Protocol):

@@ -17,6 +17,9 @@ no rated process at all cannot carry them: their count is kept in the state (`sh
 The same row carries the container's `ingress`, the offered load of its network namespace
 (`croft.domain.collector.ingress`); a container with no written row gets one the same way when
 anything arrived or waits in its namespace.
+
+A row's `gpus` are what its process used of each GPU (`croft.domain.collector.gpu_use`); a
+process with a DRM client open holds a GPU as one with an NVIDIA device file open does.
 """
 
 from __future__ import annotations
@@ -25,10 +28,12 @@ import operator
 from collections.abc import Mapping
 
 import attrs
+import msgspec
 
 from croft.domain.collector import gpu
 from croft.domain.collector.container import display_path, membership_container_id
 from croft.domain.collector.frameworks import Matcher
+from croft.domain.collector.gpu_use import gpu_uses
 from croft.domain.collector.ingress import active, ingress
 from croft.domain.collector.rates import NS_PER_S, PER_S_DIGITS, CgroupRates, ProcessRates, per_s
 from croft.domain.collector.selection import IDLE_EVERY, watched
@@ -39,7 +44,7 @@ from croft.domain.collector.snapshot import (
     ProcessChanges,
     ProcessSample,
 )
-from croft.domain.dataset import CgroupUsage, Ingress, Process, Row, ShortLived, SyscallRate, Usage
+from croft.domain.dataset import CgroupUsage, GpuUse, Ingress, Process, Row, ShortLived, SyscallRate, Usage
 
 _tgid = operator.attrgetter("tgid")
 
@@ -108,6 +113,9 @@ def rows(
     out: list[Row] = []
     watched_memo: dict[CgroupMembership, bool] = {}
     active = set(current.kernel.syscalls) | set(current.kernel.gpu_ioctls) | set(current.gpu.memory_bytes)
+    if current.drm:
+        active.update(tgid for tgid, clients in current.drm.items() if clients)
+    uses = gpu_uses(previous, current, interval_ns)
     no_rate = 0
     # The cgroup rates, verdict and row parts of each membership object (by id(): the processes of
     # one cgroup share one), so an idle process costs a few lookups (10,000 of them per poll).
@@ -170,7 +178,7 @@ def rows(
             no_rate += 1
         else:
             row, known = _row(
-                sample, rates, where, current, interval_ns, known, poll_index, config, watched_memo
+                sample, rates, where, current, interval_ns, known, poll_index, config, watched_memo, uses
             )
             if row is not None:
                 out.append(row)
@@ -184,7 +192,7 @@ def rows(
         if pending or offered:
             unplaced = _place_short_lived(
                 pending, out, remembered, before, cgroups_now, cgroups_before, cgroup_rates, current,
-                interval_ns, poll_index, config, watched_memo, offered,
+                interval_ns, poll_index, config, watched_memo, offered, uses,
             )  # fmt: skip
     due_at = {index: tgids for index, tgids in state.due_at.items() if index > poll_index}
     if out:
@@ -345,6 +353,7 @@ def _place_short_lived(
     config: CollectorConfig,
     watched_memo: dict[CgroupMembership, bool],
     offered: Mapping[GroupKey, Ingress],
+    uses: Mapping[int, tuple[GpuUse, ...]],
 ) -> int:
     """Attach each container's pending summary and its `Ingress` to its carrier row (writing one
     when the container has none and has either short-lived syscalls or an active ingress), in
@@ -386,7 +395,7 @@ def _place_short_lived(
                 continue
             forced, known = _row(
                 sample, rates, _where(sample.cgroups, cgroups_now.get(sample.cgroups), group_rates), current,
-                interval_ns, remembered[sample.tgid], poll_index, config, watched_memo, force=True,
+                interval_ns, remembered[sample.tgid], poll_index, config, watched_memo, uses, force=True,
             )  # fmt: skip
             assert forced is not None
             remembered[sample.tgid] = known
@@ -402,11 +411,11 @@ def _place_short_lived(
         summary = ShortLived(
             processes=len(folded.tgids) + folded.unread, syscalls=_syscalls(folded.counts, interval_s)
         )
-        out[carrier] = attrs.evolve(out[carrier], short_lived=summary)
+        out[carrier] = msgspec.structs.replace(out[carrier], short_lived=summary)
     for key, value in offered.items():
         carrier = carriers.get(key)
         if carrier is not None:
-            out[carrier] = attrs.evolve(out[carrier], ingress=value)
+            out[carrier] = msgspec.structs.replace(out[carrier], ingress=value)
     out.sort(key=lambda row: row.tgid)
     return unplaced
 
@@ -440,6 +449,7 @@ def _row(
     poll_index: int,
     config: CollectorConfig,
     watched_memo: Mapping[CgroupMembership, bool],
+    uses: Mapping[int, tuple[GpuUse, ...]],
     force: bool = False,
 ) -> tuple[Row | None, ProcessState]:
     tgid = sample.tgid
@@ -448,7 +458,7 @@ def _row(
         known.gpu,
         kernel.gpu_ioctls.get(tgid),
         tgid in current.gpu.memory_bytes,
-        sample.gpu_device_fds,
+        sample.gpu_device_fds + len(current.drm.get(tgid, ())) if current.drm else sample.gpu_device_fds,
         current.at.monotonic_ns,
     )
     counts = kernel.syscalls.get(tgid)
@@ -508,6 +518,7 @@ def _row(
         syscalls=_syscalls(counts, interval_s) if counts else (),
         ioctl_count=reading.ioctl_count,
         since_last_gpu_ioctl_ms=reading.since_last_gpu_ioctl_ms,
+        gpus=uses.get(tgid),
         node=config.node,
     )
     return row, known

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 
 import attrs
 
+from croft.domain.collector.drm import DrmClient
 from croft.domain.collector.kernel import GpuHolders, KernelSample
 from croft.domain.instant import Instant as Instant  # re-exported: its home before the clock's own module
 
@@ -154,8 +155,10 @@ class Poll:
     whose files could not be parsed (a torn read); they are left out of `processes`. `unread` holds
     the syscalls of processes that were not read, by membership (empty in traces recorded before);
     `netns` the network namespaces of the poll's containers (empty in traces recorded before, and
-    where nothing was read); `changes` what changed since the previous poll, when the shell knows
-    (None otherwise; left out of equality, a hint that changes no row)."""
+    where nothing was read); `drm` the DRM clients (`croft.domain.collector.drm`) of the processes
+    that hold any, by tgid (empty in traces recorded before, and on hosts without /dev/dri);
+    `changes` what changed since the previous poll, when the shell knows (None otherwise; left out
+    of equality, a hint that changes no row)."""
 
     at: Instant
     ticks_per_s: int
@@ -166,4 +169,5 @@ class Poll:
     dropped: int = 0
     unread: tuple[Unread, ...] = ()
     netns: tuple[NetnsSample, ...] = ()
+    drm: Mapping[int, tuple[DrmClient, ...]] = attrs.field(factory=dict)
     changes: ProcessChanges | None = attrs.field(default=None, eq=False, repr=False)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 import cattrs
-import orjson
+import msgspec
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from croft.domain.collector.snapshot import Poll
@@ -28,7 +28,7 @@ def header(watch: str, node: str | None = None) -> bytes:
     fields: dict[str, object] = {"croft_trace": TRACE_VERSION, "watch": watch}
     if node is not None:
         fields["node"] = node
-    return orjson.dumps(fields) + b"\n"
+    return msgspec.json.encode(fields) + b"\n"
 
 
 class TraceError(ValueError):
@@ -49,15 +49,15 @@ _converter.register_structure_hook(
 
 def poll_to_json(poll: Poll) -> bytes:
     """One trace line (with its newline) for `poll`."""
-    return orjson.dumps(_converter.unstructure(poll), option=orjson.OPT_NON_STR_KEYS) + b"\n"
+    return msgspec.json.encode(_converter.unstructure(poll)) + b"\n"
 
 
 def poll_from_json(line: bytes) -> Poll:
     """The `Poll` of one trace line; raises `TraceError`."""
     try:
-        value: Any = orjson.loads(line)
+        value: Any = msgspec.json.decode(line)
         return _converter.structure(value, Poll)
-    except (orjson.JSONDecodeError, cattrs.BaseValidationError, KeyError, TypeError, ValueError) as exc:
+    except (msgspec.DecodeError, cattrs.BaseValidationError, KeyError, TypeError, ValueError) as exc:
         raise TraceError(f"not a trace poll: {exc}") from exc
 
 
@@ -65,8 +65,8 @@ def check_header(line: bytes) -> str:
     """The `--watch` of a trace header line; raises `TraceError` unless `line` is a header of
     version `TRACE_VERSION`."""
     try:
-        value = orjson.loads(line)
-    except orjson.JSONDecodeError as exc:
+        value = msgspec.json.decode(line)
+    except msgspec.DecodeError as exc:
         raise TraceError("the first line is not a croft trace header") from exc
     if not isinstance(value, dict) or value.get("croft_trace") != TRACE_VERSION:
         raise TraceError(f"not a croft trace of version {TRACE_VERSION}: {line[:60]!r}")
@@ -80,7 +80,7 @@ def header_node(line: bytes) -> str | None:
     """The node a trace header line names; None when it names none (older recorders). Raises
     `TraceError` unless `line` is a header of version `TRACE_VERSION`."""
     check_header(line)
-    node = orjson.loads(line).get("node")
+    node = msgspec.json.decode(line).get("node")
     if node is not None and not isinstance(node, str):
         raise TraceError("the trace header's node is not a string")
     return node

@@ -8,11 +8,21 @@ plans and croft export's partitions."""
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from croft.domain.dataset.gpus import (
+        NVML_ENGINES,
+        engine_percents,
+        gpu_busy_percent,
+        gpu_label,
+        gpu_memory_bytes,
+        gpu_percent,
+    )
     from croft.domain.dataset.http import is_safe_name
     from croft.domain.dataset.row import (
         GPU_WORKLOADS,
         WORKLOADS,
         CgroupUsage,
+        GpuEngine,
+        GpuUse,
         Ingress,
         Process,
         Row,
@@ -24,8 +34,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "GPU_WORKLOADS",
+    "NVML_ENGINES",
     "WORKLOADS",
     "CgroupUsage",
+    "GpuEngine",
+    "GpuUse",
     "Ingress",
     "Process",
     "Row",
@@ -33,8 +46,18 @@ __all__ = [
     "SyscallRate",
     "Usage",
     "Workload",
+    "engine_percents",
+    "gpu_busy_percent",
+    "gpu_label",
+    "gpu_memory_bytes",
+    "gpu_percent",
     "is_safe_name",
 ]
+# The module a name comes from, where it is not the row's (croft.domain.dataset.row).
+_HOMES = {"is_safe_name": "croft.domain.dataset.http"} | dict.fromkeys(
+    ("NVML_ENGINES", "engine_percents", "gpu_busy_percent", "gpu_label", "gpu_memory_bytes", "gpu_percent"),
+    "croft.domain.dataset.gpus",
+)
 
 
 def __getattr__(name: str) -> Any:
@@ -42,9 +65,6 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import importlib
 
-    module = importlib.import_module(
-        "croft.domain.dataset.http" if name == "is_safe_name" else "croft.domain.dataset.row"
-    )
-    value = getattr(module, name)
+    value = getattr(importlib.import_module(_HOMES.get(name, "croft.domain.dataset.row")), name)
     globals()[name] = value
     return value

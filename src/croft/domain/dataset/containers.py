@@ -48,7 +48,7 @@ class ContainersAccumulator:
         self.skips = SkipTally()
 
     def add(self, node: str, views: Sequence[Any]) -> None:
-        """Count a batch of decoded rows (`views.RowSchema`) read on `node`."""
+        """Count a batch of decoded rows read on `node`."""
         entries = self.entries
         for view in views:
             process = view.process

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable
 
 import attrs
-import orjson
+import msgspec
 
 from croft.domain.dataset.naming import Naming
 
@@ -127,7 +127,7 @@ def make_index(live: str, entries: Iterable[IndexEntry]) -> Index:
 
 def encode_index(index: Index) -> bytes:
     """The index as JSON: `{"version": 1, "live": ..., "files": [{"name", "size_bytes", "mtime_ms"}]}`."""
-    return orjson.dumps(
+    return msgspec.json.encode(
         {
             "version": INDEX_VERSION,
             "live": index.live,
@@ -145,8 +145,8 @@ def decode_index(data: bytes) -> Index:
     judged here (see `croft.domain.dataset.transfer`): a hostile collector's names are refused file
     by file."""
     try:
-        body = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
+        body = msgspec.json.decode(data)
+    except msgspec.DecodeError as exc:
         raise BadIndex(f"the dataset index is not JSON ({exc})") from None
     if not isinstance(body, dict) or body.get("version") != INDEX_VERSION:
         raise BadIndex(f"the dataset index is not version {INDEX_VERSION} of croft's index")

@@ -1,4 +1,4 @@
-"""What every reader does with a dataset's lines: the one definition of a row among them.
+"""What every reader does with a dataset's lines.
 
 A line is the bytes before a newline (a file's last line may lack it). A line is one of:
 
@@ -8,24 +8,24 @@ A line is the bytes before a newline (a file's last line may lack it). A line is
 - skipped, of one kind (`croft.domain.dataset.skips`): too long, not JSON, or not a row; a last
   line without its newline that is not a row is torn (`last_line`), being written or cut.
 
-`verdict` says which for one line, by the codec itself. `decode_block` reads a buffer of many
-whole lines the fast way (`croft.domain.dataset.views`), and falls back to `verdict` line by line
-wherever the fast way meets anything else, so that both always say the same.
+`verdict` says which for one line. `decode_block` reads a buffer of many whole lines at once, and
+judges them one by one only where the buffer holds a line that is not a row.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
-from typing import Any
 
 import msgspec
 
+from croft.domain.dataset.codec import NotARow, NotJSON, decode_row
 from croft.domain.dataset.row import Row
 from croft.domain.dataset.skips import JSON_WHITESPACE as JSON_WHITESPACE
 from croft.domain.dataset.skips import MAX_LINE_BYTES as MAX_LINE_BYTES
 from croft.domain.dataset.skips import NOT_A_ROW, NOT_JSON, TOO_LONG, TORN
-from croft.domain.dataset.views import ROW_DECODER, RowSchema
+
+_DECODE = msgspec.json.Decoder(Row).decode
 
 
 def verdict(line: bytes) -> Row | str | None:
@@ -33,71 +33,41 @@ def verdict(line: bytes) -> Row | str | None:
     blank. `line` excludes its newline."""
     if len(line) > MAX_LINE_BYTES:
         return TOO_LONG
-    if not line.strip(JSON_WHITESPACE):
-        return None
-    # The codec (cattrs, orjson) is imported when a line first needs it: a clean dataset never does.
-    import orjson
-
-    from croft.domain.dataset.codec import NotARow, decode_row
-
     try:
         return decode_row(line)
     except NotARow:
         return NOT_A_ROW
-    except (orjson.JSONDecodeError, RecursionError):
-        return NOT_JSON
+    except NotJSON:
+        return None if not line.strip(JSON_WHITESPACE) else NOT_JSON
 
 
-def last_line(found: Row | Any | str | None) -> Row | Any | str:
-    """What a last line without its newline is, given what it would be with one (`verdict` or
-    `view`): the same row, else torn (a line still being written, or cut), unless too long."""
+def last_line(found: Row | str | None) -> Row | str:
+    """What a last line without its newline is, given what it would be with one (`verdict`): the
+    same row, else torn (a line still being written, or cut), unless too long."""
     if found is None or (isinstance(found, str) and found != TOO_LONG):
         return TORN
     return found
 
 
-def schema_of(row: Row) -> Any:
-    """The fast readers' struct of a row the codec accepted."""
-    from croft.domain.dataset.codec import row_to_dict
-
-    return msgspec.convert(row_to_dict(row), RowSchema)
-
-
-def view(line: bytes) -> Any | str | None:
-    """`verdict`, with a row given as the fast readers' struct (`views.RowSchema`)."""
-    if len(line) <= MAX_LINE_BYTES:
-        try:
-            fast = ROW_DECODER.decode(line)
-        except (msgspec.DecodeError, RecursionError):
-            pass
-        else:
-            # The schema accepts only what the codec accepts (tested); the codec still judges
-            # what the schema refuses, so the kind of a skip is always the codec's.
-            return fast
-    judged = verdict(line)
-    return schema_of(judged) if isinstance(judged, Row) else judged
-
-
-def decode_block(data: bytes, start: int, stop: int, skipped: Counter[str]) -> list[Any]:
-    """The rows (`views.RowSchema`) of the whole lines `data[start:stop]` (it ends with a newline,
-    and holds no line longer than `MAX_LINE_BYTES`), in order; each skipped line counted in
-    `skipped` by kind."""
+def decode_block(data: bytes, start: int, stop: int, skipped: Counter[str]) -> list[Row]:
+    """The rows of the whole lines `data[start:stop]` (it ends with a newline, and holds no line
+    longer than `MAX_LINE_BYTES`), in order; each skipped line counted in `skipped` by kind."""
     lines = split_lines(data, start, stop)
     try:
         # Each line is decoded alone (a C loop: no Python per line), so "one value per line" is
-        # the decoder's own rule, and a clean block is read exactly as `view` reads each line.
-        return list(map(ROW_DECODER.decode, lines))
+        # the decoder's own rule, and a clean block is read exactly as `verdict` reads each line.
+        return list(map(_DECODE, lines))
     except (msgspec.DecodeError, RecursionError):
         pass
-    return views_of(lines, skipped)
+    return rows_of(lines, skipped)
 
 
-def views_of(lines: list[bytes], skipped: Counter[str]) -> list[Any]:
-    """The rows (`views.RowSchema`) of `lines` (each without its newline), judged one by one by
-    `view`, in order; each skipped line counted in `skipped` by kind."""
+def rows_of(lines: list[bytes], skipped: Counter[str]) -> list[Row]:
+    """The rows of `lines` (each without its newline), judged one by one by `verdict`, in order;
+    each skipped line counted in `skipped` by kind."""
     rows = []
     for line in lines:
-        found = view(line)
+        found = verdict(line)
         if isinstance(found, str):
             skipped[found] += 1
         elif found is not None:

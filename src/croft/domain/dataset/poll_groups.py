@@ -4,10 +4,12 @@
 A group is the rows of one (container id, cgroup) pair of a segment. Of each group the summary
 keeps its first and last `unix_ms` (over all its rows) and, per poll (node, unix_ms), the figures
 `ProfileAccumulator.add` takes from its rows (cgroup CPU cores, memory bytes, throttled fraction,
-CPU pressure, holds a GPU), each the maximum over the group's rows of that poll, and the tgids of
-those rows. A container's or a cgroup's profile is then the same whether its rows are read or its
-groups: every figure is finite (the row schema's rule) and none is -0.0 (`PollGroups.exact`), so a
-maximum does not depend on the order it is taken in. A process's own figures are not kept: a
+CPU pressure, holds a GPU), each the maximum over the group's rows of that poll, the tgids of
+those rows, and the rows' GPU memory and busy share summed (integers, None where no row measured
+them: `croft.domain.dataset.gpus.exact_figures`). A container's or a cgroup's profile is then the
+same whether its rows are read or its groups: every figure is finite (the row schema's rule) and
+none is -0.0 (`PollGroups.exact`), so a maximum does not depend on the order it is taken in, and
+the GPU figures are integers, so neither does a sum. A process's own figures are not kept: a
 `--pid` profile reads the rows.
 
 They live in a zstd skippable frame of their own between the segment's data and its summary frame
@@ -21,6 +23,9 @@ from the frame's start. A body holds the group's polls in (node, unix_ms) order 
 [...], "throttled": [...], "pressure": [...], "gpu": [...], "set": [...]}`: `node` and `set` index
 `nodes` and `sets`, `ms` is the first unix_ms then each one's step from the one before, a
 whole-number memory is written as an integer and `gpu` as 0 or 1 (read back as the same floats).
+A group with GPU figures in any poll has two columns more, `gpu_memory` (bytes) and `gpu_busy`
+(hundredths of a percent), null where a poll has none; a group without, and every group of a
+segment summarized before them, has neither.
 Columns compress to about 4 % of the segment's size (zlib level 6, about as small as zstd's
 level 3 here, and already imported). The summary names the frame's size and the index's size and
 CRC-32; the index names each body's CRC-32.
@@ -33,13 +38,15 @@ import zlib
 from collections.abc import Sequence
 from typing import Any
 
-import orjson
+import msgspec
 
+from croft.domain.dataset.gpus import exact_figures
 from croft.domain.dataset.workloads import GPU_WORKLOADS
 
 PROFILE_MAGIC = 0x184D2A5F
 ZLIB_LEVEL = 6
 FIGURES = ("cpu", "memory", "throttled", "pressure", "gpu")
+GPU_FIGURES = ("gpu_memory", "gpu_busy")
 FRAME_HEADER_BYTES = 8
 FILE_NODE = "\x00file-node\x00"  # rows without a node of their own; the file's node when read
 
@@ -48,13 +55,14 @@ Index = list[list[Any]]  # [container_id, cgroup, first_ms, last_ms, offset, len
 
 class PollGroups:
     """The groups of a segment's rows read with node `node` (the summary's placeholder): per (container
-    id, cgroup), [first ms, last ms, {(node, unix_ms): [cpu, memory, throttled, pressure, gpu, tgids]}]."""
+    id, cgroup), [first ms, last ms, {(node, unix_ms): [cpu, memory, throttled, pressure, gpu, tgids,
+    gpu memory, gpu busy]}]."""
 
     def __init__(self) -> None:
         self.groups: dict[tuple[str | None, str], list[Any]] = {}
 
     def add(self, node: str, views: Sequence[Any]) -> None:
-        """Count a batch of decoded rows (`views.RowSchema`); a row that names its node counts there."""
+        """Count a batch of decoded rows; a row that names its node counts there."""
         groups = self.groups
         for view in views:
             process = view.process
@@ -75,14 +83,18 @@ class PollGroups:
                 cg.cpu_pressure_avg10,
                 1.0 if view.workload in GPU_WORKLOADS else 0.0,
             )
+            gpu_memory, gpu_busy = exact_figures(view.gpus)
             where = (view.node or node, unix_ms)
             known = group[2].get(where)
             if known is None:
-                group[2][where] = [*figures, {view.tgid}]
+                group[2][where] = [*figures, {view.tgid}, gpu_memory, gpu_busy]
                 continue
             for at in range(5):
                 known[at] = max(known[at], figures[at])
             known[5].add(view.tgid)
+            for at, value in ((6, gpu_memory), (7, gpu_busy)):
+                if value is not None:
+                    known[at] = value if known[at] is None else known[at] + value
 
     def exact(self) -> bool:
         """Whether every figure is finite and none is -0.0 (whose maximum with 0.0 depends on the
@@ -103,17 +115,17 @@ def encode_frame(groups: PollGroups) -> tuple[bytes, list[int]]:
     for (container_id, cgroup), (first_ms, last_ms, polls) in sorted(
         groups.groups.items(), key=lambda item: (item[0][0] or "", item[0][0] is None, item[0][1])
     ):
-        body = zlib.compress(orjson.dumps(_columns(polls)), ZLIB_LEVEL)
+        body = zlib.compress(msgspec.json.encode(_columns(polls)), ZLIB_LEVEL)
         bodies.append(body)
         entries.append([container_id, cgroup, first_ms, last_ms, 0, len(body), zlib.crc32(body)])
-    index = orjson.dumps(entries)
+    index = msgspec.json.encode(entries)
     # Offsets depend on the index's length, which the offsets' digits change: settle it.
     while True:
         offset = FRAME_HEADER_BYTES + len(index)
         for entry, body in zip(entries, bodies, strict=True):
             entry[4] = offset
             offset += len(body)
-        again = orjson.dumps(entries)
+        again = msgspec.json.encode(entries)
         if len(again) == len(index):
             index = again
             break
@@ -127,25 +139,33 @@ def _columns(polls: dict[tuple[str, int], list[Any]]) -> dict[str, list[Any]]:
     nodes = sorted({node for node, _ in polls})
     node_at = {node: at for at, node in enumerate(nodes)}
     sets: dict[tuple[int, ...], int] = {}
-    columns: dict[str, list[Any]] = {name: [] for name in ("node", "ms", *FIGURES, "set")}
+    columns: dict[str, list[Any]] = {name: [] for name in ("node", "ms", *FIGURES, "set", *GPU_FIGURES)}
     last_ms = 0
     for (node, unix_ms), figures in sorted(polls.items()):
         columns["node"].append(node_at[node])
         columns["ms"].append(unix_ms - last_ms)
         last_ms = unix_ms
-        cpu, memory, throttled, pressure, gpu, tgids = figures
+        cpu, memory, throttled, pressure, gpu, tgids, gpu_memory, gpu_busy = figures
         columns["cpu"].append(cpu)
         columns["memory"].append(int(memory) if memory.is_integer() else memory)
         columns["throttled"].append(throttled)
         columns["pressure"].append(pressure)
         columns["gpu"].append(int(gpu))
         columns["set"].append(sets.setdefault(tuple(sorted(tgids)), len(sets)))
+        columns["gpu_memory"].append(gpu_memory)
+        columns["gpu_busy"].append(gpu_busy)
+    if all(value is None for name in GPU_FIGURES for value in columns[name]):
+        for name in GPU_FIGURES:
+            del columns[name]
     return {"nodes": nodes, "sets": [list(s) for s in sets], **columns}
 
 
-def polls_of(body: dict[str, Any]) -> list[tuple[int, int, float, float, float, float, float, int]]:
-    """A body's polls: (node, unix_ms, cpu_cores, memory_bytes, throttled, pressure, gpu, set),
-    the figures as the floats they were."""
+def polls_of(
+    body: dict[str, Any],
+) -> list[tuple[int, int, float, float, float, float, float, int, int | None, int | None]]:
+    """A body's polls: (node, unix_ms, cpu_cores, memory_bytes, throttled, pressure, gpu, set,
+    gpu memory, gpu busy), the figures as the floats they were, the GPU ones as their integers
+    (None: not measured, or a body without them)."""
     times: list[int] = []
     unix_ms = 0
     for step in body["ms"]:
@@ -161,6 +181,8 @@ def polls_of(body: dict[str, Any]) -> list[tuple[int, int, float, float, float, 
             map(float, body["pressure"]),
             map(float, body["gpu"]),
             body["set"],
+            body.get("gpu_memory", [None] * len(times)),
+            body.get("gpu_busy", [None] * len(times)),
             strict=True,
         )
     )
@@ -172,8 +194,8 @@ def decode_index(raw: bytes, crc32: int, frame_bytes: int) -> Index | None:
     if zlib.crc32(raw) != crc32:
         return None
     try:
-        index = orjson.loads(raw)
-    except orjson.JSONDecodeError:
+        index = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
         return None
     if not isinstance(index, list):
         return None
@@ -189,8 +211,8 @@ def decode_body(raw: bytes, crc32: int) -> dict[str, Any] | None:
     if zlib.crc32(raw) != crc32:
         return None
     try:
-        body = orjson.loads(zlib.decompress(raw))
-    except (zlib.error, orjson.JSONDecodeError):
+        body = msgspec.json.decode(zlib.decompress(raw))
+    except (zlib.error, msgspec.DecodeError):
         return None
     return body if isinstance(body, dict) else None
 

@@ -4,7 +4,11 @@ The container id on the command line may be a prefix; readers accumulate every c
 starts with it (`ProfileAccumulator`), and the caller resolves the prefix once everything is read,
 so one pass both resolves and profiles. A poll is a distinct (node, unix_ms) with a row of the
 container; its cgroup figures are the maximum over the container's rows of that poll (they are
-one cgroup's figures, so normally equal).
+one cgroup's figures, so normally equal). Its GPU figures, from the rows' `gpus`, are sums over
+those rows: the GPU memory its processes held and how busy they kept their GPUs (percent, 200 for
+two GPUs), each absent from a poll whose rows measured none. They are kept as integers (bytes,
+hundredths of a percent: `croft.domain.dataset.gpus.exact_figures`), so that a sum does not depend
+on the order the rows are read in.
 """
 
 from __future__ import annotations
@@ -16,14 +20,17 @@ from typing import Any
 
 import attrs
 
+from croft.domain.dataset.gpus import exact_figures
 from croft.domain.dataset.skips import SkipTally
 from croft.domain.dataset.workloads import GPU_WORKLOADS
 
 MIN_PREFIX = 4
 METRICS = ("cpu_cores", "memory_bytes", "cpu_throttled_fraction", "cpu_pressure_avg10")
 
-# Per poll: cpu_cores, memory_bytes, cpu_throttled_fraction, cpu_pressure_avg10, holds a GPU (0/1).
-PollFigures = tuple[float, float, float, float, float]
+# Per poll: cpu_cores, memory_bytes, cpu_throttled_fraction, cpu_pressure_avg10, holds a GPU (0/1),
+# then GPU memory bytes and GPU busy in hundredths of a percent (None: no row measured them).
+PollFigures = tuple[float, float, float, float, float, int | None, int | None]
+GPU_METRICS = ("gpu_memory_bytes", "gpu_percent")
 
 
 def prefix_error(prefix: str) -> str | None:
@@ -93,7 +100,20 @@ class ContainerTrack:
 
 
 def _pairwise_max(a: PollFigures, b: PollFigures) -> PollFigures:
-    return (max(a[0], b[0]), max(a[1], b[1]), max(a[2], b[2]), max(a[3], b[3]), max(a[4], b[4]))
+    """Two sets of rows of one poll together: the cgroup figures' maximum, the GPU figures' sum."""
+    return (
+        max(a[0], b[0]),
+        max(a[1], b[1]),
+        max(a[2], b[2]),
+        max(a[3], b[3]),
+        max(a[4], b[4]),
+        _plus(a[5], b[5]),
+        _plus(a[6], b[6]),
+    )
+
+
+def _plus(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else a + b
 
 
 @attrs.frozen
@@ -141,7 +161,7 @@ class ProfileAccumulator:
         self.skips = SkipTally()
 
     def add(self, node: str, view: Any) -> None:
-        """Count one decoded row (`views.RowSchema`) read on `node`; rows of other subjects are
+        """Count one decoded row read on `node`; rows of other subjects are
         ignored. A row that names its node is counted on that node instead."""
         key = self.subject.key(view)
         if key is None:
@@ -161,7 +181,9 @@ class ProfileAccumulator:
         cpu, memory = cg.cpu_cores, float(cg.memory_bytes)
         if self.subject.kind == "pid":
             cpu, memory = view.usage.cpu_cores, float(view.usage.rss_bytes)
-        track.add_poll((node, unix_ms), (cpu, memory, cg.cpu_throttled_fraction, cg.cpu_pressure_avg10, gpu))
+        gpu_memory, gpu_busy = exact_figures(view.gpus)
+        figures = (cpu, memory, cg.cpu_throttled_fraction, cg.cpu_pressure_avg10, gpu, gpu_memory, gpu_busy)
+        track.add_poll((node, unix_ms), figures)
         track.processes.add((node, view.tgid))
         if view.process.container_id is not None:
             track.container_ids.add(view.process.container_id)
@@ -186,11 +208,11 @@ class ProfileAccumulator:
         nodes = [node if name == FILE_NODE else name for name in body["nodes"]]
         sets = body["sets"]
         low, high = self.from_ms, self.to_ms
-        for at, unix_ms, cpu, memory, throttled, pressure, gpu, tgids in polls_of(body):
+        for at, unix_ms, cpu, memory, throttled, pressure, gpu, tgids, gpu_memory, gpu_busy in polls_of(body):
             if (low is not None and unix_ms < low) or (high is not None and unix_ms > high):
                 continue
             where = nodes[at]
-            track.add_poll((where, unix_ms), (cpu, memory, throttled, pressure, gpu))
+            track.add_poll((where, unix_ms), (cpu, memory, throttled, pressure, gpu, gpu_memory, gpu_busy))
             track.processes.update((where, tgid) for tgid in sets[tgids])
             if container_id is not None:
                 track.container_ids.add(container_id)
@@ -218,6 +240,7 @@ class Profile:
     gpu_poll_share: float
     spreads: tuple[Spread, Spread, Spread, Spread]  # in the order of METRICS
     extra: tuple[tuple[str, Any], ...] = ()  # keys after the spec's: "cgroup" or "pid"
+    gpu_spreads: tuple[Spread | None, Spread | None] = (None, None)  # in the order of GPU_METRICS
 
     def to_json(self) -> dict[str, Any]:
         """The `croft profile` object: the keys users' scripts read, in order (tests/helpers/spec_keys.py)."""
@@ -233,6 +256,11 @@ class Profile:
         for name, spread in zip(METRICS, self.spreads, strict=True):
             out[name] = {"mean": spread.mean, "p95": spread.p95, "max": spread.max}
         out["memory_bytes"]["max"] = int(self.spreads[1].max)
+        for name, gpu_spread in zip(GPU_METRICS, self.gpu_spreads, strict=True):
+            if gpu_spread is not None:
+                out[name] = {"mean": gpu_spread.mean, "p95": gpu_spread.p95, "max": gpu_spread.max}
+        if "gpu_memory_bytes" in out:
+            out["gpu_memory_bytes"]["max"] = int(out["gpu_memory_bytes"]["max"])
         out.update(self.extra)
         return out
 
@@ -270,4 +298,11 @@ def profile_of(
         processes=len(track.processes),
         gpu_poll_share=sum(columns[4]) / len(keys),
         spreads=(Spread.of(columns[0]), Spread.of(columns[1]), Spread.of(columns[2]), Spread.of(columns[3])),
+        gpu_spreads=(_spread(columns[5], 1), _spread(columns[6], 100)),
     )
+
+
+def _spread(values: Sequence[int | None], scale: int) -> Spread | None:
+    """The spread of a GPU figure over the polls that measured it (its integers over `scale`)."""
+    measured = [value / scale for value in values if value is not None]
+    return Spread.of(measured) if measured else None

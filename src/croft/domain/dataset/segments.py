@@ -30,7 +30,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 import attrs
-import orjson
+import msgspec
 
 from croft.domain.dataset.containers import ContainersAccumulator
 from croft.domain.dataset.poll_groups import FILE_NODE as FILE_NODE
@@ -204,7 +204,7 @@ def stats_state(stats: StatsAccumulator, text_sums: bool = True) -> dict[str, An
         "rows": stats.rows,
         "first_ms": stats.first_ms,
         "last_ms": stats.last_ms,
-        "polls": {node: sorted(stats.settled(node)) for node in [*stats.polls, *stats.poll_blocks]},
+        "polls": {node: sorted(times) for node, times in stats.polls.items()},
         "tgids": {node: sorted(v) for node, v in stats.tgids.items()},
         "processes": sorted(
             stats.processes, key=lambda p: (p[0] or "", p[0] is None, p[1] or "", p[1] is None)
@@ -217,7 +217,7 @@ def stats_state(stats: StatsAccumulator, text_sums: bool = True) -> dict[str, An
 def encode(summary: SegmentSummary) -> bytes:
     """The frames to append right after the summary's `data_bytes`: the per-poll figures' frame
     when its state holds them (a `PollGroups`, as `state_of` gives it), then the summary frame.
-    Syscall sums, exact integers of any size, are written as decimal strings (JSON readers, orjson
+    Syscall sums, exact integers of any size, are written as decimal strings (JSON readers, msgspec
     among them, refuse or round integers past 64 bits)."""
     stats = summary.state["stats"]
     sums = {name: str(total) for name, total in stats["syscalls"].items()}
@@ -225,7 +225,7 @@ def encode(summary: SegmentSummary) -> bytes:
     figures, profile = encode_frame(groups) if isinstance(groups, PollGroups) else (b"", None)
     state = {**summary.state, "stats": {**stats, "syscalls": sums}, "profile": profile}
     state.pop("version", None)  # a summary read is written anew as this version
-    body = orjson.dumps(
+    body = msgspec.json.encode(
         {"version": VERSION, "data_bytes": summary.data_bytes, "crc32": summary.crc32, **state}
     )
     start = summary.data_bytes + len(figures)
@@ -271,8 +271,8 @@ def decode(frame: bytes, start: int) -> SegmentSummary | None:
     if zlib.crc32(raw) != int.from_bytes(frame[-8:-4], "little"):
         return None
     try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError:
+        body = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
         return None
     if not isinstance(body, dict) or body.get("version") not in READ_VERSIONS:
         return None

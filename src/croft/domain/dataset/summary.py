@@ -6,21 +6,14 @@ different files, parts and worker processes merge into one, in any order, with t
 Syscall rates are summed exactly, as integers of 2**-80 calls/s (`SUM_UNIT`), so the order of
 files, parts and summaries cannot move a mean by an ulp, nor reorder two equal means. Distinct sets
 hold ints per node, not strings.
-
-`StatsAccumulator.add_lines` reads a buffer of lines itself: through the native fast path
-(`croft.domain.dataset._rowscan`, built with the package) when it is there and asked for, which
-folds the rows it is certain of in the canonical form croft writes and leaves every other line to
-the Python path (`croft.domain.dataset.lines.view`, then `add`), the definition; both give the same
-totals for any buffer (tests/unit/test_rowscan.py).
 """
 
 from __future__ import annotations
 
 import math
-from bisect import bisect_right
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from itertools import chain, pairwise
+from collections.abc import Iterator, Sequence
+from itertools import chain
 from math import trunc
 from operator import attrgetter
 from typing import Any
@@ -28,15 +21,6 @@ from typing import Any
 import attrs
 
 from croft.domain.dataset.skips import SkipTally
-from croft.domain.dataset.workloads import WORKLOADS
-
-try:
-    from croft.domain.dataset import _rowscan
-except ImportError:  # not built: the Python path reads everything (tests/unit/test_rowscan.py fails)
-    _rowscan = None  # type: ignore[assignment]
-
-NATIVE = _rowscan is not None
-"""Whether the native fast path was built (and `add_lines` may use it)."""
 
 BUSIEST_SYSCALLS = 10
 SUM_UNIT_BITS = 80
@@ -99,25 +83,10 @@ class Stats:
         }
 
 
-@attrs.frozen
-class PollBlock:
-    """`count` distinct poll times of one node, from `first_ms` to `last_ms`, counted without
-    being held: `times()` gives them when they must be (`StatsAccumulator.poll_blocks`)."""
-
-    count: int
-    first_ms: int
-    last_ms: int
-    times: Callable[[], Iterable[int]] = attrs.field(eq=False)
-
-
 class StatsAccumulator:
     """Running totals for `Stats`. Polls are distinct (node, unix_ms), processes distinct
     (node, tgid), containers distinct non-null container ids over all nodes, frameworks count the
-    distinct containers seen with each framework. Syscall sums are kept only when `syscalls`.
-
-    A node's polls are `polls[node]` and those of its `poll_blocks[node]` (merged summaries,
-    `croft.domain.dataset.merged`): a block is counted by its count while no other poll of the
-    node falls in its span, and its times are taken into `polls` only where one does."""
+    distinct containers seen with each framework. Syscall sums are kept only when `syscalls`."""
 
     def __init__(self, syscalls: bool = False) -> None:
         self.syscalls = syscalls
@@ -125,7 +94,6 @@ class StatsAccumulator:
         self.first_ms: int | None = None
         self.last_ms: int | None = None
         self.polls: dict[str, set[int]] = {}
-        self.poll_blocks: dict[str, list[PollBlock]] = {}
         self.tgids: dict[str, set[int]] = {}
         self.processes: set[tuple[str | None, str | None]] = set()  # distinct (container_id, framework)
         self.workloads: Counter[str] = Counter()
@@ -133,7 +101,7 @@ class StatsAccumulator:
         self.skips = SkipTally()
 
     def add(self, node: str, views: Sequence[Any]) -> None:
-        """Count one batch of rows (`views.RowSchema`) read from a file of `node`: a few C-level passes
+        """Count one batch of rows read from a file of `node`: a few C-level passes
         over the batch, and with `syscalls` one Python loop over its syscall entries. Rows that name
         their node count on it (`node` is only the fallback for rows of older collectors)."""
         if not views:
@@ -150,32 +118,6 @@ class StatsAccumulator:
                     self._add(own, batch)
                 return
         self._add(node, views)
-
-    def add_lines(
-        self, node: str, data: bytes, start: int, stop: int, skipped: Counter[str], native: bool = True
-    ) -> None:
-        """Count the rows of the whole lines `data[start:stop]` (as `lines.decode_block` reads them)
-        from a file of `node`, each skipped line counted in `skipped` by kind; with `native` (and
-        the fast path built), the canonical rows in C and the rest in Python, to the same totals."""
-        if not (native and _rowscan is not None):
-            from croft.domain.dataset.lines import decode_block  # msgspec's schema: built when needed
-
-            self.add(node, decode_block(data, start, stop, skipped))
-            return
-        rows, first, last, workloads, sums, deferred = _rowscan.fold(
-            data, start, stop, node, self.polls, self.tgids, self.processes, self.syscalls
-        )
-        if rows:
-            self.rows += rows
-            self.first_ms = first if self.first_ms is None else min(self.first_ms, first)
-            self.last_ms = last if self.last_ms is None else max(self.last_ms, last)
-            self.workloads.update({name: n for name, n in zip(WORKLOADS, workloads, strict=True) if n})
-            for name, total in sums:
-                self.syscall_sums[name] += total
-        if deferred:
-            from croft.domain.dataset.lines import views_of
-
-            self.add(node, views_of(deferred, skipped))
 
     def _add(self, node: str, views: Sequence[Any]) -> None:
         self.rows += len(views)
@@ -204,39 +146,14 @@ class StatsAccumulator:
         for mine, theirs in ((self.polls, other.polls), (self.tgids, other.tgids)):
             for node, values in theirs.items():
                 mine.setdefault(node, set()).update(values)
-        for node, blocks in other.poll_blocks.items():
-            self.poll_blocks.setdefault(node, []).extend(blocks)
         self.processes |= other.processes
         self.workloads.update(other.workloads)
         for name, rate in other.syscall_sums.items():
             self.syscall_sums[name] += rate
         self.skips.merge(other.skips)
 
-    def poll_counts(self) -> dict[str, int]:
-        """The distinct polls of each node (with a block's, whether held or not)."""
-        counts = {node: len(times) for node, times in self.polls.items()}
-        for node, blocks in list(self.poll_blocks.items()):
-            times = self.polls.get(node, set())
-            spans = sorted((b.first_ms, b.last_ms) for b in blocks if b.count)
-            starts = [first for first, _ in spans]
-            apart = all(a[1] < b[0] for a, b in pairwise(spans)) and not any(
-                (at := bisect_right(starts, t) - 1) >= 0 and t <= spans[at][1] for t in times
-            )
-            if apart:
-                counts[node] = len(times) + sum(b.count for b in blocks)
-            else:
-                counts[node] = len(self.settled(node))
-        return counts
-
-    def settled(self, node: str) -> set[int]:
-        """`polls[node]`, having taken in the times of the node's blocks (which it then drops)."""
-        times = self.polls.setdefault(node, set())
-        for block in self.poll_blocks.pop(node, []):
-            times.update(block.times())
-        return times
-
     def summary(self, files: FileFacts) -> Stats:
-        counts = self.poll_counts()
+        counts = {node: len(times) for node, times in self.polls.items()}
         polls = sum(counts.values())
         containers = {container for container, _ in self.processes if container is not None}
         frameworks = Counter(

@@ -3,7 +3,7 @@ exposition, and whether the collector is healthy."""
 
 # What the other rooms of the core use; they import it from here, never from the modules
 # (pyproject.toml, the import contract on the core's rooms): the exposition and the names of the
-# series croft scale reads.
+# series croft scale reads, and the query that asks a collector for only those.
 from croft.domain.metrics.exposition import BadExposition, Sample, parse_exposition, render_exposition
 from croft.domain.metrics.names import (
     COLLECTOR_POLL_S,
@@ -20,6 +20,7 @@ from croft.domain.metrics.names import (
     OTHER_SYSCALLS,
     SYSCALLS_PER_CONTAINER,
 )
+from croft.domain.metrics.query import SeriesQuery, select
 
 __all__ = [
     "COLLECTOR_POLL_S",
@@ -37,6 +38,8 @@ __all__ = [
     "SYSCALLS_PER_CONTAINER",
     "BadExposition",
     "Sample",
+    "SeriesQuery",
     "parse_exposition",
     "render_exposition",
+    "select",
 ]

@@ -12,7 +12,9 @@ Per group (see `croft.domain.metrics.series`), since the group was first served:
   `some total` counters of `{cpu,memory,io}.pressure` (microseconds), as cAdvisor's and
   node_exporter's `_waiting_seconds_total`; absent where the kernel has no PSI (cgroup v1);
 - network bytes received and sent, disk bytes read and written: the rows' per-second figures times
-  the poll interval, summed over the group's processes.
+  the poll interval, summed over the group's processes;
+- GPU engines' busy seconds, by GPU and engine: each row's `gpus` percentages times the poll
+  interval, summed over the group's processes.
 
 A group that disappears loses its counters; one that comes back starts again from 0, which
 Prometheus reads as a counter reset.
@@ -26,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 import attrs
 
 from croft.domain.collector import CgroupSample, Poll
-from croft.domain.dataset import Row
+from croft.domain.dataset import Row, engine_percents, gpu_label
 
 _POD_UID = re.compile(
     r"pod([0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12}|[0-9a-f]{32})(?:\.slice)?(?:/|$)"
@@ -60,6 +62,7 @@ class GroupCounters:
     network_transmit_bytes: float = 0.0
     read_bytes: float = 0.0
     write_bytes: float = 0.0
+    gpu_engine_seconds: Mapping[tuple[str, str], float] = attrs.field(factory=dict)
 
 
 def own_samples(poll: Poll) -> Callable[[Row], CgroupSample | None]:
@@ -82,11 +85,17 @@ def advance(
     `rows` (none for a quiet group) and its own cgroup's `sample`."""
     before = previous or GroupCounters()
     syscalls = dict(before.syscalls)
+    gpu_seconds = dict(before.gpu_engine_seconds)
     net_rx = net_tx = read = write = 0.0
     for row in rows:
         calls = row.syscalls if row.short_lived is None else (*row.syscalls, *row.short_lived.syscalls)
         for call in calls:
             syscalls[call.name] = syscalls.get(call.name, 0.0) + call.rate_per_sec * interval_s
+        for use in row.gpus or ():
+            label = gpu_label(use)
+            for engine, percent in engine_percents(use):
+                key = (label, engine)
+                gpu_seconds[key] = gpu_seconds.get(key, 0.0) + percent / 100 * interval_s
         net_rx += row.usage.network_rx_bytes_s
         net_tx += row.usage.network_tx_bytes_s
         read += row.usage.read_bytes_s
@@ -112,6 +121,7 @@ def advance(
         network_transmit_bytes=before.network_transmit_bytes + net_tx * interval_s,
         read_bytes=before.read_bytes + read * interval_s,
         write_bytes=before.write_bytes + write * interval_s,
+        gpu_engine_seconds=gpu_seconds,
     )
 
 

@@ -20,12 +20,14 @@ empty for a watched host cgroup) and label `cgroup` (the container's cgroup path
 | `croft_container_ingress_rate` | container_id, signal (`INGRESS_SIGNALS`) | per second (dataset `ingress`) |
 | `croft_container_listen_backlog` | container_id | connections waiting to be accepted |
 | `croft_container_unread_bytes` | container_id | bytes received, not yet read |
+| `croft_container_gpu_memory_bytes` | container_id, gpu | bytes its processes hold on the GPU (`gpus`) |
 | `croft_container_syscalls_total` | container_id, syscall | counter: syscalls (every syscall it made) |
 | `croft_container_cpu_seconds_total` | container_id | counter: CPU seconds (cgroup cpu.stat) |
 | `croft_container_cpu_periods_total` | container_id | counter: CFS periods (nr_periods), when read |
 | `croft_container_cpu_throttled_periods_total` | container_id | counter: throttled periods (nr_throttled) |
 | `croft_container_network_{receive,transmit}_bytes_total` | container_id | counter: bytes |
 | `croft_container_fs_{read,write}_bytes_total` | container_id | counter: bytes |
+| `croft_container_gpu_engine_seconds_total` | container_id, gpu, engine | counter: engine busy seconds |
 | `croft_container_info` | container_id, pod_uid, pod, namespace | 1 (pod UID from the cgroup path) |
 
 The counters (see `croft.domain.metrics.counters`) let a Prometheus that scrapes every 15-30 s take
@@ -53,9 +55,17 @@ The collector's own health:
 and prometheus_client's `process_*` metrics of the collector process itself.
 
 `croft scale` needs `croft_container_syscall_rate` (or, with `--signal`, `croft_container_ingress_rate`)
-and `croft_last_poll_timestamp_seconds`: the latter tells it how old the collector's numbers are.
+and `croft_last_poll_timestamp_seconds`: the latter tells it how old the collector's numbers are. It
+asks the collector for only those (`/metrics?name[]=...`, croft.domain.metrics.query).
 The ingress series are the namespace's, shared by the containers of a pod: a reader takes them once
 per pod. A container without a measured namespace this poll (host network, no rate yet, idle) has none.
+
+The GPU series are sums over the container's processes, by GPU (`gpu`: NVML's device index, as
+dcgm-exporter's `gpu` label, `index/gpu_instance/compute_instance` inside MIG; a DRM device's PCI
+address, else `card<N>`), with no pid label: a pid per series would grow without bound. `engine` is
+`sm`, `memory_bandwidth`, `encoder` or `decoder` for NVML, the driver's engine name for DRM (`gfx`,
+`render`, ...); `rate()` of the counter is the share of an engine the container kept busy (per
+engine of its class). A container whose rows name no GPU this poll has no memory series.
 """
 
 from __future__ import annotations
@@ -79,6 +89,8 @@ CONTAINER_INFO = "croft_container_info"
 CONTAINER_INGRESS_RATE = "croft_container_ingress_rate"
 CONTAINER_LISTEN_BACKLOG = "croft_container_listen_backlog"
 CONTAINER_UNREAD_BYTES = "croft_container_unread_bytes"
+CONTAINER_GPU_MEMORY_BYTES = "croft_container_gpu_memory_bytes"
+CONTAINER_GPU_ENGINE_SECONDS_TOTAL = "croft_container_gpu_engine_seconds_total"
 
 POLL_DURATION_SECONDS = "croft_poll_duration_seconds"
 LAST_POLL_TIMESTAMP_SECONDS = "croft_last_poll_timestamp_seconds"
@@ -100,6 +112,8 @@ LABEL_POD = "pod"
 LABEL_NAMESPACE = "namespace"
 LABEL_SIGNAL = "signal"
 LABEL_MODE = "mode"
+LABEL_GPU = "gpu"
+LABEL_ENGINE = "engine"
 OTHER_SYSCALLS = "other"
 SYSCALLS_PER_CONTAINER = 24
 PRESSURE_RESOURCES: tuple[str, ...] = ("cpu", "memory", "io")
@@ -136,6 +150,10 @@ HELP: dict[str, str] = {
     CONTAINER_INGRESS_RATE: "Load offered to the container's network namespace per second, by signal.",
     CONTAINER_LISTEN_BACKLOG: "Connections waiting to be accepted in the container's network namespace.",
     CONTAINER_UNREAD_BYTES: "Bytes received and not yet read in the container's network namespace.",
+    CONTAINER_GPU_MEMORY_BYTES: "GPU memory the container's processes hold, bytes, by GPU.",
+    CONTAINER_GPU_ENGINE_SECONDS_TOTAL: (
+        "Seconds a GPU engine was busy for the container's processes, by GPU and engine."
+    ),
     CONTAINER_INFO: "1 per container: the pod UID its cgroup names, pod name and namespace where readable.",
     POLL_DURATION_SECONDS: "Seconds the newest poll took.",
     LAST_POLL_TIMESTAMP_SECONDS: "Unix time of the newest poll, seconds.",

@@ -17,7 +17,8 @@ Cardinality is bounded by the newest poll:
 - a group none of whose processes is in the poll disappears;
 - a group carries its `SYSCALLS_PER_CONTAINER` busiest syscalls (ties by name) and the rest summed
   under `syscall="other"`: at most 25 syscall series, 31 series in all, per group, plus, when its
-  row carries an `ingress` this poll, up to 7 ingress rates and 2 queue gauges.
+  row carries an `ingress` this poll, up to 7 ingress rates and 2 queue gauges, and per GPU its
+  rows name, a memory gauge and a counter per engine (`croft.domain.metrics.counters`).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 import attrs
 
 from croft.domain.collector import PER_S_DIGITS, CgroupMembership, Poll, display_path, membership_container_id
-from croft.domain.dataset import Ingress, Row
+from croft.domain.dataset import Ingress, Row, gpu_label
 from croft.domain.metrics import names as names
 from croft.domain.metrics.counters import GroupCounters, advance, own_samples, pod_uid
 from croft.domain.metrics.exposition import Sample
@@ -48,6 +49,7 @@ class GroupValues:
     memory_bytes: int
     pressure_avg10: tuple[float, float, float]  # cpu, memory, io, in PRESSURE_RESOURCES order
     ingress: Ingress | None = None
+    gpu_memory: tuple[tuple[str, int], ...] = ()  # (gpu label, bytes) summed over the rows, by label
 
 
 @attrs.frozen
@@ -133,12 +135,26 @@ def groups_of(rows: Iterable[Row]) -> dict[GroupKey, GroupValues]:
             memory_bytes=usage.memory_bytes,
             pressure_avg10=(usage.cpu_pressure_avg10, usage.memory_pressure_avg10, usage.io_pressure_avg10),
             ingress=offered,
+            gpu_memory=_gpu_memory(group_rows),
         )
     return out
 
 
+def _gpu_memory(group_rows: Iterable[Row]) -> tuple[tuple[str, int], ...]:
+    """The GPU memory of a group's rows, summed by GPU; a GPU none of whose uses says is left out."""
+    memory: dict[str, int] = {}
+    for row in group_rows:
+        for use in row.gpus or ():
+            if use.memory_bytes is not None:
+                label = gpu_label(use)
+                memory[label] = memory.get(label, 0) + use.memory_bytes
+    return tuple(sorted(memory.items()))
+
+
 def _quiet(values: GroupValues) -> GroupValues:
-    return attrs.evolve(values, syscalls=(), cpu_cores=0.0, cpu_throttled_fraction=0.0, ingress=None)
+    return attrs.evolve(
+        values, syscalls=(), cpu_cores=0.0, cpu_throttled_fraction=0.0, ingress=None, gpu_memory=()
+    )
 
 
 def series(
@@ -236,6 +252,12 @@ def _counter_samples(
                 labels = _labels(groups[key], (names.LABEL_RESOURCE, resource))
                 out.append(Sample(names.CONTAINER_PRESSURE_WAITING_SECONDS_TOTAL, labels, round(seconds, 6)))
     for key in keys:
+        for (gpu, engine), seconds in sorted(counters[key].gpu_engine_seconds.items()):
+            labels = _labels(
+                groups[key], (names.LABEL_ENGINE, label_text(engine)), (names.LABEL_GPU, label_text(gpu))
+            )
+            out.append(Sample(names.CONTAINER_GPU_ENGINE_SECONDS_TOTAL, labels, round(seconds, 6)))
+    for key in keys:
         group = groups[key]
         pod, namespace = pods.get(group.container_id, ("", ""))
         labels = _labels(
@@ -266,6 +288,10 @@ def _samples(
             labels = _labels(group, (names.LABEL_RESOURCE, resource))
             out.append(Sample(names.CONTAINER_PRESSURE_AVG10, labels, avg10))
     out.extend(_ingress_samples(ordered))
+    for group in ordered:
+        for gpu, used in group.gpu_memory:
+            labels = _labels(group, (names.LABEL_GPU, label_text(gpu)))
+            out.append(Sample(names.CONTAINER_GPU_MEMORY_BYTES, labels, float(used)))
     out.extend(
         Sample(name, (), float(value))
         for name, value in zip(

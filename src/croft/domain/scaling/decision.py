@@ -48,7 +48,9 @@ from croft.domain.metrics import (
     SYSCALLS_PER_CONTAINER,
     BadExposition,
     Sample,
+    SeriesQuery,
     parse_exposition,
+    select,
 )
 from croft.domain.scaling.backlog import QUEUE_GAUGES, queued_requests
 from croft.domain.scaling.sizing import DRAIN_S, clamp_replicas, replica_need
@@ -243,100 +245,54 @@ class Decision:
     history: ScaleHistory
 
 
+def scrape_query(config: ScaleConfig) -> SeriesQuery:
+    """What croft scale asks each collector's /metrics for: the series the estimate reads (the last
+    poll's time, the containers' CPU and the signal's rate), of the signal only (`--syscall` and
+    `other`, or the ingress signal). A collector that ignores the query answers every series; the
+    estimate reads the same samples from it."""
+    if config.signal == SYSCALL_SIGNAL:
+        return SeriesQuery.of(_WANTED, {LABEL_SYSCALL: (config.syscall, OTHER_SYSCALLS)})
+    return SeriesQuery.of(_WANTED_INGRESS, {LABEL_SIGNAL: (config.signal,)})
+
+
 def estimate_rate(observations: Observations, config: ScaleConfig) -> Estimate:
     """The Deployment's request rate from the collectors' scrapes, with every gap named."""
     if config.signal != SYSCALL_SIGNAL:
         return _estimate_from_ingress(observations, config)
-    gaps: list[str] = []
-    known: set[str] = set()
-    rates: dict[str, float] = {}
-    garbled: dict[str, str] = {}  # container: what was not a rate >= 0
-    hidden: dict[str, bool] = {}  # container: its syscall="other" is above 0
-    busy: dict[str, bool] = {}  # container: it used CPU or made syscalls
-    now = observations.now_ms
-    syscall = config.syscall
-    # Series of containers that are not the Deployment's are skipped unparsed: the cost of a
-    # decision follows the Deployment's pods, not everything the collectors export.
-    ours = (LABEL_CONTAINER_ID, frozenset(c for pod in observations.pods for c in pod.container_ids))
-    if not observations.scrapes:
-        gaps.append("no collector was found to scrape")
-    for scrape in observations.scrapes:
-        if scrape.body is None:
-            gaps.append(f"collector {scrape.collector} did not answer: {scrape.error or 'no reply'}")
-            continue
-        if now - scrape.fetched_at_ms > config.stale_after_ms:
-            gaps.append(
-                f"collector {scrape.collector} was scraped {(now - scrape.fetched_at_ms) / 1000:.1f} s ago"
-            )
-            continue
-        try:
-            rules = {CONTAINER_SYSCALL_RATE: (LABEL_SYSCALL, (syscall, OTHER_SYSCALLS))}
-            samples = parse_exposition(scrape.body, _WANTED, rules, ours)
-        except BadExposition as exc:
-            gaps.append(f"collector {scrape.collector} served bad /metrics: {exc}")
-            continue
-        last_poll = [s.value for s in samples if s.name == LAST_POLL_TIMESTAMP_SECONDS]
-        if not last_poll or not math.isfinite(last_poll[0]):
-            gaps.append(f"collector {scrape.collector} serves no {LAST_POLL_TIMESTAMP_SECONDS}")
-            continue
-        age_ms = now - last_poll[0] * 1000
-        if age_ms > config.stale_after_ms:
-            gaps.append(f"collector {scrape.collector}'s newest poll is {age_ms / 1000:.1f} s old")
-            continue
-        for sample in samples:
-            container = sample.label(LABEL_CONTAINER_ID)
-            if container is None or sample.name == LAST_POLL_TIMESTAMP_SECONDS:
-                continue
-            known.add(container)
-            sound = math.isfinite(sample.value) and sample.value >= 0
-            if sample.name == CONTAINER_CPU_CORES:
-                busy[container] = busy.get(container, False) or not sound or sample.value > 0
-                continue
-            which = sample.label(LABEL_SYSCALL)
-            if which not in (syscall, OTHER_SYSCALLS):
-                continue
-            if not sound:
-                garbled.setdefault(container, f"{scrape.collector} serves {which} {_value(sample.value)}")
-            elif which == syscall:
-                rates[container] = max(rates.get(container, 0.0), sample.value)
-            else:
-                hidden[container] = hidden.get(container, False) or sample.value > 0
-                busy[container] = busy.get(container, False) or sample.value > 0
+    read = _Readings.of(observations, config)
+    gaps = list(read.gaps)
     calls = 0.0
     counted = 0
     for pod in observations.pods:
         for container in pod.container_ids:
             where = f"pod {pod.name} container {container[:12]}"
-            if container not in known:
-                gaps.append(f"{where} has no series")
+            if not read.seen(where, container, gaps):
                 continue
             counted += 1
-            calls += rates.get(container, 0.0)
-            if container in garbled:
-                gaps.append(f"{where}: collector {garbled[container]}, not a rate ≥ 0 (garbled data)")
-            elif container not in rates and hidden.get(container, False):
+            calls += read.rates.get(container, 0.0)
+            if container in read.garbled or container in read.rates:
+                continue
+            if read.others.get(container, False):
                 gaps.append(
-                    f"{where} is busy but has no {syscall} series: it may be inside syscall=other, "
+                    f"{where} is busy but has no {config.syscall} series: it may be inside syscall=other, "
                     f"outside the {SYSCALLS_PER_CONTAINER} exported"
                 )
-            elif container not in rates and busy.get(container, False):
-                gaps.append(f"{where} is busy but has no {syscall} series")
+            elif read.busy.get(container, False):
+                gaps.append(f"{where} is busy but has no {config.syscall} series")
     return Estimate(
         request_rate=calls / config.calls_per_request, containers_counted=counted, gaps=tuple(gaps)
     )
 
 
 def _fresh_samples(
-    observations: Observations,
-    config: ScaleConfig,
-    wanted: frozenset[str],
-    rules: Mapping[str, tuple[str, tuple[str, ...]]],
-    gaps: list[str],
+    observations: Observations, config: ScaleConfig, gaps: list[str]
 ) -> list[tuple[str, tuple[Sample, ...]]]:
-    """(collector, samples) of every collector that answered with current numbers; the others are
-    named in `gaps`."""
+    """(collector, the samples of `scrape_query(config)` it served) of every collector that answered
+    with current numbers; the others are named in `gaps`. The whole body is parsed: a collector
+    serves only what was asked, one of an older version everything (`select` then keeps the same
+    samples), and a malformed line makes the collector a gap."""
     now = observations.now_ms
-    ours = (LABEL_CONTAINER_ID, frozenset(c for pod in observations.pods for c in pod.container_ids))
+    query = scrape_query(config)
     out: list[tuple[str, tuple[Sample, ...]]] = []
     if not observations.scrapes:
         gaps.append("no collector was found to scrape")
@@ -350,7 +306,7 @@ def _fresh_samples(
             )
             continue
         try:
-            samples = parse_exposition(scrape.body, wanted, rules, ours)
+            samples = select(parse_exposition(scrape.body), query)
         except BadExposition as exc:
             gaps.append(f"collector {scrape.collector} served bad /metrics: {exc}")
             continue
@@ -366,33 +322,75 @@ def _fresh_samples(
     return out
 
 
+@attrs.frozen
+class _Readings:
+    """What the collectors' scrapes say: the samples of those with current numbers (`fresh`) and
+    the `gaps` of the others; of each container, that it has series (`known`), its rate of the
+    signal (the largest served, `rates`), a rate that is not one ≥ 0 (`garbled`: which collector
+    served what), a rate above 0 under another value of the rate's label (`others`:
+    syscall="other"), and whether it is busy (CPU or other calls above 0, or a garbled CPU)."""
+
+    fresh: tuple[tuple[str, tuple[Sample, ...]], ...]
+    gaps: tuple[str, ...]
+    known: frozenset[str]
+    rates: Mapping[str, float]
+    garbled: Mapping[str, str]
+    others: Mapping[str, bool]
+    busy: Mapping[str, bool]
+
+    @classmethod
+    def of(cls, observations: Observations, config: ScaleConfig) -> _Readings:
+        """The readings of `config.signal`: the `--syscall` rate, or the ingress rate of the signal."""
+        gaps: list[str] = []
+        fresh = _fresh_samples(observations, config, gaps)
+        if config.signal == SYSCALL_SIGNAL:
+            rate_name, label, value = CONTAINER_SYSCALL_RATE, LABEL_SYSCALL, config.syscall
+        else:
+            rate_name, label, value = CONTAINER_INGRESS_RATE, LABEL_SIGNAL, config.signal
+        known: set[str] = set()
+        rates: dict[str, float] = {}
+        garbled: dict[str, str] = {}
+        others: dict[str, bool] = {}
+        busy: dict[str, bool] = {}
+        for collector, samples in fresh:
+            for sample in samples:
+                container = sample.label(LABEL_CONTAINER_ID)
+                if container is None or sample.name == LAST_POLL_TIMESTAMP_SECONDS:
+                    continue
+                known.add(container)
+                sound = math.isfinite(sample.value) and sample.value >= 0
+                if sample.name == CONTAINER_CPU_CORES:
+                    busy[container] = busy.get(container, False) or not sound or sample.value > 0
+                    continue
+                which = sample.label(label)
+                if sample.name != rate_name or which is None:  # a queue gauge; a rate without its label
+                    continue
+                if not sound:
+                    garbled.setdefault(container, f"{collector} serves {which} {_value(sample.value)}")
+                elif which == value:
+                    rates[container] = max(rates.get(container, 0.0), sample.value)
+                else:
+                    others[container] = others.get(container, False) or sample.value > 0
+                    busy[container] = busy.get(container, False) or sample.value > 0
+        return cls(tuple(fresh), tuple(gaps), frozenset(known), rates, garbled, others, busy)
+
+    def seen(self, where: str, container: str, gaps: list[str]) -> bool:
+        """Whether `container` has series; `gaps` names it when it has none, or a garbled rate."""
+        if container not in self.known:
+            gaps.append(f"{where} has no series")
+            return False
+        if container in self.garbled:
+            gaps.append(f"{where}: collector {self.garbled[container]}, not a rate ≥ 0 (garbled data)")
+        return True
+
+
 def _estimate_from_ingress(observations: Observations, config: ScaleConfig) -> Estimate:
     """The request rate from `config.signal`'s ingress rate: per pod the largest of its containers'
     (they share one namespace and serve the same number), summed over pods, ÷ calls per request.
     A busy container (CPU above 0) whose pod has no series of the signal makes it a lower bound.
     The backlog is the requests queued in the pods (`croft.domain.scaling.backlog`)."""
-    gaps: list[str] = []
-    known: set[str] = set()
-    rates: dict[str, float] = {}
-    garbled: dict[str, str] = {}
-    busy: dict[str, bool] = {}
-    signal = config.signal
-    rules = {CONTAINER_INGRESS_RATE: (LABEL_SIGNAL, (signal,))}
-    fresh = _fresh_samples(observations, config, _WANTED_INGRESS, rules, gaps)
-    for collector, samples in fresh:
-        for sample in samples:
-            container = sample.label(LABEL_CONTAINER_ID)
-            if container is None or sample.name == LAST_POLL_TIMESTAMP_SECONDS:
-                continue
-            known.add(container)
-            sound = math.isfinite(sample.value) and sample.value >= 0
-            if sample.name == CONTAINER_CPU_CORES:
-                busy[container] = busy.get(container, False) or not sound or sample.value > 0
-            elif sample.label(LABEL_SIGNAL) == signal:
-                if not sound:
-                    garbled.setdefault(container, f"{collector} serves {signal} {_value(sample.value)}")
-                else:
-                    rates[container] = max(rates.get(container, 0.0), sample.value)
+    read = _Readings.of(observations, config)
+    gaps = list(read.gaps)
     total = 0.0
     counted = 0
     for pod in observations.pods:
@@ -400,22 +398,19 @@ def _estimate_from_ingress(observations: Observations, config: ScaleConfig) -> E
         pod_busy = ""
         for container in pod.container_ids:
             where = f"pod {pod.name} container {container[:12]}"
-            if container not in known:
-                gaps.append(f"{where} has no series")
+            if not read.seen(where, container, gaps):
                 continue
             counted += 1
-            if container in garbled:
-                gaps.append(f"{where}: collector {garbled[container]}, not a rate ≥ 0 (garbled data)")
-            if container in rates:
-                pod_rate = max(pod_rate or 0.0, rates[container])
-            elif busy.get(container, False):
+            if container in read.rates:
+                pod_rate = max(pod_rate or 0.0, read.rates[container])
+            elif read.busy.get(container, False):
                 pod_busy = where
         if pod_rate is not None:
             total += pod_rate
         elif pod_busy:
-            gaps.append(f"{pod_busy} is busy but has no {signal} series (no ingress measured yet)")
+            gaps.append(f"{pod_busy} is busy but has no {config.signal} series (no ingress measured yet)")
     backlog, garbled_queues = queued_requests(
-        ((collector, sample) for collector, samples in fresh for sample in samples),
+        ((collector, sample) for collector, samples in read.fresh for sample in samples),
         [(pod.name, pod.container_ids) for pod in observations.pods],
         config.bytes_per_request,
     )
@@ -553,11 +548,3 @@ def decide(
         return Decision("hold", current, current, desired, estimate, Reason("stabilizing", detail), keep)
     detail = f"every poll of the last {config.stabilization_s:.0f} s asked for {highest} or fewer"
     return Decision("down", highest, current, desired, estimate, Reason("scale-down", detail), keep)
-
-
-def log_line(decision: Decision) -> str:
-    """The one line per poll as logfmt, without its time: estimate, desired, decision and reason
-    (see `croft.domain.scaling.log`)."""
-    from croft.domain.scaling.log import decision_fields, logfmt
-
-    return logfmt(decision_fields(decision))

@@ -63,6 +63,11 @@ def hold_fields(reason: str, detail: str) -> dict[str, str | int | float | bool 
     return {"decision": "hold", "reason": reason, "detail": detail}
 
 
+def log_line(decision: Decision) -> str:
+    """The one line per poll as logfmt, without its time: estimate, desired, decision and reason."""
+    return logfmt(decision_fields(decision))
+
+
 def render(ts: str, fields: Fields, log_format: LogFormat = "logfmt") -> str:
     """One log line at `ts` (ISO 8601 UTC) of `fields` in `log_format`."""
     if log_format == "json":

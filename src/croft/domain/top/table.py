@@ -8,6 +8,11 @@ CPU, syscalls, network and I/O at 0, its last RSS, and the age of its row in the
 Rows are filtered (`View.filter`, a case-insensitive substring of the container id, cgroup,
 framework, workload, command or host cwd) and sorted (CPU, memory, syscalls or PID). Every cell is
 already a short string; `croft.domain.top.layout` picks the columns a width can hold.
+
+When any held row names its GPUs (the row's `gpus`), GPU% and GPUMEM follow RSS: how busy the
+process kept its GPUs (NVML's SM utilisation or DRM's busiest engine, summed over its GPUs: 200 is
+two GPUs) and the GPU memory it holds; blank for a process no GPU source measured, GPU% 0 for an
+idle one.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from croft.domain.dataset import GPU_WORKLOADS, Row
+from croft.domain.dataset import GPU_WORKLOADS, Row, gpu_busy_percent, gpu_memory_bytes
 from croft.domain.top.cells import (
     WIDE_SYSCALLS,
     age,
@@ -71,6 +76,11 @@ COLUMNS: tuple[Column, ...] = (
     Column("syscalls", "BUSIEST SYSCALLS", max_chars=200, keep=5, min_chars=25, readable_chars=30),
 )
 """Every column in screen order; NODE is there only with several nodes."""
+GPU_COLUMNS: tuple[Column, ...] = (
+    Column("gpu", "GPU%", "right", 6, keep=4),
+    Column("gpu_memory", "GPUMEM", "right", 6, keep=6),
+)
+"""After RSS when any held row names its GPUs."""
 
 
 @attrs.frozen
@@ -201,6 +211,12 @@ def cells(item: Held, columns: Sequence[Column]) -> tuple[str, ...]:
             values[key] = "0" if item.idle else _rate_bytes(usage.read_bytes_s + usage.write_bytes_s)
         elif key == "age":
             values[key] = short_age(item.age_ms) if item.idle else ""
+        elif key == "gpu":
+            busy = gpu_busy_percent(row.gpus)
+            values[key] = "" if busy is None else "0.0" if item.idle else cpu_percent(busy / 100)
+        elif key == "gpu_memory":
+            held = gpu_memory_bytes(row.gpus)
+            values[key] = "" if held is None else human_bytes(held)
         elif key == "cgroup":
             values[key] = cgroup_cell(row, column.max_chars)
         else:
@@ -272,6 +288,9 @@ def build_table(
         start = min(max(offset, 0), max(len(shown_all) - page, 0))
         shown = shown_all[start : start + page]
     columns = COLUMNS if several else tuple(c for c in COLUMNS if c.key != "node")
+    if any(item.row.gpus for item in items):
+        after = [c.key for c in columns].index("rss") + 1
+        columns = (*columns[:after], *GPU_COLUMNS, *columns[after:])
     table_rows = tuple(
         TopRow(cells(item, columns), item.cpu_cores, item.row.workload in GPU_WORKLOADS, item.idle)
         for item in shown
@@ -325,7 +344,20 @@ def to_json(polls: Sequence[NodePoll], view: View | None = None) -> dict[str, ob
                     for s in sorted(item.row.syscalls, key=lambda s: (-s.rate_per_sec, s.name))
                     if s.rate_per_sec > 0
                 ],
+                **_gpu_json(item),
             }
             for item in ordered
         ],
+    }
+
+
+def _gpu_json(item: Held) -> dict[str, object]:
+    """`gpu_percent` and `gpu_memory_bytes` of a process whose row names its GPUs (GPU% 0 when
+    idle), as the GPU% and GPUMEM columns show them; nothing for one whose row names none."""
+    if not item.row.gpus:
+        return {}
+    busy = gpu_busy_percent(item.row.gpus)
+    return {
+        "gpu_percent": 0.0 if item.idle and busy is not None else busy,
+        "gpu_memory_bytes": gpu_memory_bytes(item.row.gpus),
     }
