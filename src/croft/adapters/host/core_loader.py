@@ -88,6 +88,7 @@ class CorePrograms:
         finally:
             self._lib.set_print(None)
             del keep
+        self._log = []  # a verifier's log runs to megabytes: kept only to word a failure
 
     def _printed(self, level: int, text: str) -> None:
         if self._verbose:
