@@ -9,8 +9,8 @@ STAMP := $(VENV)/.installed
 # `make run` links the venv's croft here (root only), so `croft top` works in another terminal.
 CROFT_LINK ?= /usr/local/bin/croft
 
-.PHONY: run test check lint bench install install-runtime clean bpf-setup k8s-setup node-setup system-deps \
-	arm64-setup croft-link
+.PHONY: run test check lint bench install install-runtime clean bpf bpf-setup bpf-setup-bcc k8s-setup \
+	node-setup system-deps arm64-setup croft-link
 
 # croft is pure Python (one py3-none-any wheel, tests/packaging): no compiler, no headers.
 $(RUNTIME): pyproject.toml
@@ -27,9 +27,21 @@ install-runtime: $(RUNTIME)
 
 install: $(STAMP)
 
-# Root only (a no-op otherwise): BCC, kernel headers, tracefs, bcc in the venv. See README, eBPF.
+# The CO-RE objects (src/croft/bpf/croft.{x86,arm64}.bpf.o) and syscall tables, rebuilt from
+# bpf/*.c and *.h and committed (the tests fail while they are older than their sources). Needs
+# clang, llvm and libbpf-dev (installed here, root only); nobody else ever needs them.
+bpf:
+	bash scripts/system-deps.sh bpf
+	bash scripts/build-bpf.sh
+
+# Root only (a no-op otherwise): libbpf1 and tracefs, what the CO-RE programs need. With
+# CROFT_EBPF=bcc, BCC's set-up too. bpf-setup-bcc: BCC, kernel headers and bcc in the venv as well
+# (the tests and benchmarks run both loaders). See README, eBPF.
 bpf-setup: $(RUNTIME)
-	bash scripts/setup-bpf.sh $(VENV)
+	bash scripts/setup-bpf.sh $(if $(filter bcc,$(CROFT_EBPF)),--bcc) $(VENV)
+
+bpf-setup-bcc: $(STAMP)
+	bash scripts/setup-bpf.sh --bcc $(VENV)
 
 # Builds (once, cached in /var/cache/croft-k8s) the kube-apiserver the k8s tests start, and in the same
 # Go build the node binaries node-setup takes. A machine that cannot build it still runs every other
@@ -60,7 +72,8 @@ arm64-setup:
 	bash scripts/arm64.sh setup >/dev/null || echo "arm64-setup: no arm64 root file system; the arm64 test will say why"
 
 # The collector on this host, as root. Without a GPU only watched cgroups give rows: e.g.
-# `WATCH_CGROUPS=system.slice,user.slice make run`. Every option reads its env variable (README).
+# `WATCH_CGROUPS=system.slice,user.slice make run`. Every option reads its env variable (README);
+# CROFT_EBPF picks the eBPF loader (auto: the CO-RE programs, no compiler or kernel headers).
 run: $(RUNTIME) bpf-setup croft-link
 	@echo "croft run: dataset $${DATASET_PATH:-/var/lib/croft/croft-dataset.jsonl}, GPU holders and the cgroups in WATCH_CGROUPS ($${WATCH_CGROUPS:-none}); Ctrl-C stops it"
 	$(BIN)/croft run
@@ -82,13 +95,15 @@ CHECK_MARKERS := not (root or bpf or k8s or node or gpu or spark or arm64)
 check: lint
 	$(BIN)/pytest -m "$(CHECK_MARKERS)" -n auto --dist loadfile --durations=10
 
-test: lint bpf-setup k8s-setup node-setup arm64-setup system-deps
+test: lint bpf-setup-bcc k8s-setup node-setup arm64-setup system-deps
 	$(BIN)/pytest
 
-bench: $(STAMP) bpf-setup
+bench: $(STAMP) bpf-setup-bcc
 	$(BIN)/python benchmarks/readers.py
 	$(BIN)/python benchmarks/summaries.py
 	$(BIN)/python benchmarks/ebpf_overhead.py
+	# croft run with the CO-RE programs against BCC: start, first row, RSS, CPU at 1,000 and 10,000 processes.
+	$(BIN)/python benchmarks/collector_run.py
 	$(BIN)/python benchmarks/rotation.py
 	$(BIN)/python benchmarks/collector.py
 	$(BIN)/python benchmarks/scale.py

@@ -8,8 +8,8 @@ pids back to back, interleaved, and their CPU time (user + system of this proces
   /proc/<pid>/net files), the core's rows, encoding, appending to a file
   (eBPF and NVML are left out: their cost is measured by benchmarks/ebpf_overhead.py);
 - bare: open+read+close of stat, status, io and schedstat for the N pids, nothing parsed;
-- croft + oncpu: the same poll with the kernel's activity filter (bpf/oncpu.c loaded by
-  BccKernelSource: procfs is read only for processes that ran or moved since the previous poll,
+- croft + oncpu: the same poll with the kernel's activity filter (bpf/oncpu.c, the CO-RE programs
+  loaded through libbpf: procfs is read only for processes that ran or moved since the previous poll,
   and every process once every 15 polls). Its kernel-side cost is in benchmarks/ebpf_overhead.py.
 
 Goals: ratio <= 1.3 at every N; under 2 % of one core at 2 s polls for 1000 processes; with the
@@ -48,7 +48,7 @@ from croft.errors import UserError  # noqa: E402
 from plain_sink import PlainAppendSink  # noqa: E402
 
 if TYPE_CHECKING:
-    from croft.adapters.host.bcc_source import BccKernelSource
+    from croft.adapters.host.ebpf_source import EbpfKernelSource
 
 POLL_S = 2.0
 BUSY_NODE_GOAL = 0.02  # of a core, with the filter, at 10,000 processes
@@ -187,12 +187,12 @@ def main() -> None:
             kernel.close()
 
 
-def activity_source() -> BccKernelSource | None:
+def activity_source() -> EbpfKernelSource | None:
     """croft's eBPF programs with bpf/oncpu.c, or None (and a line saying why) when they cannot load."""
     try:
-        from croft.adapters.host.bcc_source import BccKernelSource
+        from croft.adapters.host.ebpf_source import load_kernel_source
 
-        kernel = BccKernelSource()
+        kernel = load_kernel_source("core")
     except UserError as exc:
         print(f"no activity filter column: {exc}")
         return None

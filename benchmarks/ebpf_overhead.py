@@ -4,9 +4,10 @@ Two workloads, each a small C program compiled here: a syscall-heavy loop (getpp
 syscall; os.getppid in Python without a compiler) and a context-switch-heavy one (two processes
 passing a byte back and forth over pipes: two switches and four syscalls a round trip), run twice:
 as the scheduler places its two ends, and with both pinned to one CPU (switches-1cpu). Each is
-timed bare, under croft's programs (loaded by BccKernelSource and drained every 2 s, as croft run
-does) with and without bpf/oncpu.c (the sched_switch program that tells the poll which processes
-ran), and under `syscount-bpfcc -i 2`, interleaved round by round in one run. Then croft's own CPU
+timed bare, under croft's programs drained every 2 s as croft run does, loaded by each loader (the
+CO-RE object through libbpf, and BCC's build of the same sources), the CO-RE ones also without
+bpf/oncpu.c (the sched_switch program that tells the poll which processes ran), and under
+`syscount-bpfcc -i 2`, interleaved round by round in one run. Then croft's own CPU
 per 2 s poll on this (idle) host, side by side with syscount's.
 
     sudo .venv/bin/python benchmarks/ebpf_overhead.py [--rounds 5] [--calls 3000000] [--trips 200000]
@@ -23,7 +24,7 @@ switches and syscalls cost, and the per-switch programs (bpf/oncpu.c's sched_swi
 
 Goals: croft's slowdown no worse than syscount's (ratio <= 1.0) on every workload; croft's CPU
 < 1 % of a core.
-Needs root, BCC and kernel headers (scripts/setup-bpf.sh).
+Needs root, BCC and kernel headers (scripts/setup-bpf.sh --bcc).
 """
 
 from __future__ import annotations
@@ -73,9 +74,9 @@ LOOP_PY = (
 # counted as a watched process is (the costly path: a process nobody watches costs less).
 POLLER = (
     "import os, sys, time\n"
-    "from croft.adapters.host.bcc_source import BccKernelSource\n"
+    "from croft.adapters.host.ebpf_source import load_kernel_source\n"
     "from croft.domain.collector.kernel import KernelSelection\n"
-    "source = BccKernelSource(oncpu=sys.argv[1] == 'oncpu')\n"
+    "source = load_kernel_source(sys.argv[2], oncpu=sys.argv[1] == 'oncpu')\n"
     "source.select(KernelSelection(tgids=frozenset({os.getppid()})))\n"
     "print('loaded', flush=True)\n"
     "deadline = time.monotonic()\n"
@@ -137,10 +138,12 @@ int main(int argc, char **argv) {
 
 LABELS = (
     ("bare", "bare"),
-    ("croft", "croft (2 s drains)"),
-    ("croft-no-oncpu", "croft without oncpu"),
+    ("croft", "croft CO-RE (2 s drains)"),
+    ("croft-no-oncpu", "croft CO-RE w/o oncpu"),
+    ("croft-bcc", "croft BCC (2 s drains)"),
     ("syscount", "syscount-bpfcc -i 2"),
 )
+CROFTS = ("croft", "croft-no-oncpu", "croft-bcc")
 
 
 def pingpong_command(workdir: Path, trips: int) -> list[str] | None:
@@ -243,7 +246,7 @@ def report(workload: str, unit: str, times: dict[str, list[float]], goal: str) -
         print(f"{label:22}{best[key]:16.1f}{best[key] - bare:10.1f}{best[key] / bare:9.2f}x")
     syscount_slowdown = best["syscount"] / bare
     clock = unit.split("(")[-1].rstrip(")")
-    for key in ("croft", "croft-no-oncpu"):
+    for key in CROFTS:
         paired = statistics.median(c / s for c, s in zip(times[key], times["syscount"], strict=True))
         added = best["syscount"] - bare
         added_ratio = f"{(best[key] - bare) / added:.2f}" if added > 0 else "n/a (syscount's is within noise)"
@@ -272,10 +275,11 @@ def main() -> int:
     if syscount is None:
         print("ebpf_overhead: syscount-bpfcc missing: run scripts/setup-bpf.sh; skipped")
         return 0
-    croft = Tool("croft", [sys.executable, "-c", POLLER, "oncpu"], "loaded")
-    plain = Tool("croft without oncpu", [sys.executable, "-c", POLLER, "no-oncpu"], "loaded")
+    croft = Tool("croft", [sys.executable, "-c", POLLER, "oncpu", "core"], "loaded")
+    plain = Tool("croft without oncpu", [sys.executable, "-c", POLLER, "no-oncpu", "core"], "loaded")
+    croft_bcc = Tool("croft BCC", [sys.executable, "-c", POLLER, "oncpu", "bcc"], "loaded")
     bcc = Tool("syscount-bpfcc", [syscount, "-i", str(int(POLL_S))], "Tracing")
-    keys = ("bare", "croft", "croft-no-oncpu", "syscount")
+    keys = ("bare", *CROFTS, "syscount")
     with tempfile.TemporaryDirectory(prefix="croft-bench-") as workdir:
         loop, what = loop_command(Path(workdir), args.calls)
         pingpong = pingpong_command(Path(workdir), args.trips)
@@ -303,7 +307,7 @@ def main() -> int:
         for round_number in range(1, args.rounds + 1):
             for workload, command in workloads.items():
                 times[workload]["bare"].append(time_loop(command))
-            tools = [("croft", croft), ("croft-no-oncpu", plain), ("syscount", bcc)]
+            tools = [("croft", croft), ("croft-no-oncpu", plain), ("croft-bcc", croft_bcc), ("syscount", bcc)]
             for key, tool in tools if round_number % 2 else tools[::-1]:  # none always goes first
                 tool.start()
                 try:
@@ -332,11 +336,12 @@ def main() -> int:
                 goal,
             )
     croft_cpu = idle_cpu(croft, args.idle_seconds)
+    croft_bcc_cpu = idle_cpu(croft_bcc, args.idle_seconds)
     syscount_cpu = idle_cpu(bcc, args.idle_seconds)
     print(
         f"own CPU at {POLL_S:.0f} s polls over {args.idle_seconds:.0f} s of this host: "
-        f"croft {croft_cpu:.3f} % of a core (goal < 1 %), syscount-bpfcc {syscount_cpu:.3f} %, "
-        f"ratio {croft_cpu / max(syscount_cpu, 1e-9):.2f}"
+        f"croft CO-RE {croft_cpu:.3f} % of a core (goal < 1 %), croft BCC {croft_bcc_cpu:.3f} %, "
+        f"syscount-bpfcc {syscount_cpu:.3f} %, ratio CO-RE/syscount {croft_cpu / max(syscount_cpu, 1e-9):.2f}"
     )
     return 0
 

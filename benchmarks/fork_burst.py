@@ -20,8 +20,8 @@ from typing import Any
 
 from tests.helpers.burst import Spawner, Syscount, counts_of, run_polls, scratch_cgroup
 
-from croft.adapters.host.bcc_source import BccKernelSource
 from croft.adapters.host.cgroupfs import CgroupFS
+from croft.adapters.host.ebpf_source import EbpfKernelSource, load_kernel_source
 from croft.adapters.host.poller import LiveSource, UnavailableGpu
 from croft.adapters.host.procfs import ProcFS
 from croft.domain.collector.kernel import KernelSample
@@ -37,7 +37,7 @@ UNIFIED = (
 class TimedKernel:
     """The kernel source, with how long each `read()` (the drain) took."""
 
-    def __init__(self, kernel: BccKernelSource) -> None:
+    def __init__(self, kernel: EbpfKernelSource) -> None:
         self._kernel = kernel
         self.took_s: list[float] = []
 
@@ -56,13 +56,14 @@ def main() -> None:
     parser.add_argument("--watched", type=int, default=300)
     parser.add_argument("--noise", type=int, default=600)
     parser.add_argument("--noise-distinct", type=int, default=150)
+    parser.add_argument("--loader", choices=("core", "bcc"), default="core")
     args = parser.parse_args()
     tag = f"croft-burst-{os.getpid()}"
     with (
         scratch_cgroup(UNIFIED, f"{tag}-watched") as watched,
         scratch_cgroup(UNIFIED, f"{tag}-noise") as noise,
     ):
-        kernel = BccKernelSource()
+        kernel = load_kernel_source(args.loader)
         timed = TimedKernel(kernel)
         source = LiveSource(ProcFS(), CgroupFS(), timed, UnavailableGpu(), (watched.name,))
         w = Spawner((watched,), getppids=2000, distinct=40, first_nr=WATCHED_FIRST_NR)

@@ -36,33 +36,17 @@ MARGIN_MS = 1000  # a poll whose interval starts this soon after a phase began i
 NEAREST_MS = 2500  # an nvidia-smi sample this close to a row's time is its pair
 
 
-class NoKernel:
-    """A `KernelSource` and `ActivitySource` that counts nothing: no syscalls, no ioctls, and no
-    activity, so procfs reads every process it is asked about each poll."""
-
-    def read(self) -> Any:
-        from croft.domain.collector.kernel import KernelSample
-
-        return KernelSample()
-
-    def select(self, selection: Any) -> None:
-        pass
-
-    def activity(self) -> None:
-        return None
-
-
 def collect(dataset: Path, trace: Path, node: str, watch: str) -> int:
     import logging
 
     from croft.app import bootstrap, collector
 
     logging.basicConfig(level=logging.INFO, format="croft: %(message)s", force=True)
-    settings = bootstrap.Settings(dataset=dataset, record=trace, node=node, watch=watch)
+    settings = bootstrap.Settings(dataset=dataset, record=trace, node=node, watch=watch, ebpf="off")
     logging.getLogger("croft.run").warning(
         "no eBPF: rows carry no ioctl counts and no syscalls (scripts/record_gpu.py collect)"
     )
-    pipeline, source, clock = bootstrap.build_live(settings, kernel=NoKernel())
+    pipeline, source, clock = bootstrap.build_live(settings)
     return collector.run_live(pipeline, source, clock)
 
 

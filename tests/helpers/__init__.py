@@ -16,7 +16,9 @@ test module imports another (tests/unit/test_tests_layout.py checks both).
     webapp       the experiment harness's webapp as a real process
     workload     processes in their own cgroup that burn CPU, write, allocate
     children     child processes with known syscalls; a GPU-like device node
-    fake_kernel  the simulated kernel source the contract tests hold to BCC's
+    fake_kernel  the simulated kernel source the contract tests hold to the real programs'
+    loaders      the loaders of croft's eBPF programs the kernel tests run on (CO-RE, BCC), opening one
+    btf          the structs an eBPF object's BTF declares, read from its .BTF section
     nvml_fake    recorded NVML answers replayed
     faulty_disk  a Disk port that fails on cue (short writes, ENOSPC, EIO, rename failures)
     filesystems  a small real tmpfs, and filling it

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from croft.adapters.host.bcc_source import BccKernelSource, MapSizes
 from croft.adapters.host.cgroupfs import CgroupFS
+from croft.adapters.host.ebpf_programs import MapSizes
+from croft.adapters.host.ebpf_source import EbpfKernelSource
 from croft.adapters.host.poller import LiveSource, UnavailableGpu
 from croft.adapters.host.procfs import ProcFS
 from croft.app.bootstrap import Settings, collector_config
@@ -27,6 +28,7 @@ from croft.domain.collector.snapshot import Poll
 from croft.domain.dataset.row import ShortLived
 from croft.domain.metrics.series import MetricsMemory, groups_of, series
 from tests.helpers.burst import Spawner, Syscount, counts_of, run_polls, scratch_cgroup
+from tests.helpers.loaders import open_source
 from tests.helpers.snapshots import HEALTH
 
 pytestmark = [pytest.mark.root, pytest.mark.bpf, pytest.mark.slow]
@@ -36,12 +38,10 @@ GETPPIDS, DISTINCT = 2000, 40
 
 
 @pytest.fixture
-def kernel() -> Iterator[BccKernelSource]:
-    if os.geteuid() != 0:
-        pytest.skip("loading eBPF programs needs root")
+def kernel(loader: str) -> Iterator[EbpfKernelSource]:
     if shutil.which("syscount-bpfcc") is None:
         pytest.fail("syscount-bpfcc is missing: run scripts/setup-bpf.sh as root (installs bpfcc-tools)")
-    with BccKernelSource() as loaded:
+    with open_source(loader) as loaded:
         yield loaded
 
 
@@ -59,7 +59,7 @@ def own_numbers(counts: dict[str, int], first: int, syscount: bool = False) -> i
 
 
 def test_a_fork_burst_elsewhere_costs_the_watched_cgroup_nothing(
-    kernel: BccKernelSource, unified: Path
+    kernel: EbpfKernelSource, unified: Path
 ) -> None:
     """600 children touching 150 syscall numbers each in an unwatched cgroup (90,000 (tgid, nr)
     pairs, more than the map holds), then 300 in the watched one: before the kernel filter this lost
@@ -119,7 +119,7 @@ def test_a_fork_burst_elsewhere_costs_the_watched_cgroup_nothing(
 
 
 def test_a_process_watched_through_cgroup_v1_is_counted_with_every_child_it_forks(
-    kernel: BccKernelSource,
+    kernel: EbpfKernelSource,
 ) -> None:
     """A hybrid host: the watch prefix matches the spawner's v1 `pids` path, not its v2 path, so it
     is counted by tgid; its children are marked as they fork (task:task_newtask), before procfs
@@ -151,7 +151,7 @@ SHORT_NR, PER_S, SECONDS = 3000, 50, 6
 
 
 def test_a_container_running_50_short_lived_processes_a_second_is_rated_for_all_of_them(
-    kernel: BccKernelSource, unified: Path, tmp_path: Path
+    kernel: EbpfKernelSource, unified: Path, tmp_path: Path
 ) -> None:
     """Each child lives a few milliseconds (far less than a poll): no row of its own, yet every
     syscall it made is in its container's rate, in a row's `short_lived` summary and on /metrics."""
@@ -204,7 +204,7 @@ def test_a_container_running_50_short_lived_processes_a_second_is_rated_for_all_
 
 
 def test_when_the_maps_are_full_the_container_keeps_its_counts_and_the_loss_is_logged_and_counted(
-    unified: Path, caplog: pytest.LogCaptureFixture
+    loader: str, unified: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Maps far too small for a burst: what the per-process map cannot hold goes to the per-cgroup
     overflow (in the container's rate through `short_lived`), what neither holds is a drop, logged
@@ -213,7 +213,7 @@ def test_when_the_maps_are_full_the_container_keeps_its_counts_and_the_loss_is_l
         pytest.skip("loading eBPF programs needs root")
     name = f"croft-test-full-{os.getpid()}"
     with (
-        BccKernelSource(sizes=MapSizes(syscalls=64, overflow=8)) as small,
+        open_source(loader, sizes=MapSizes(syscalls=64, overflow=8)) as small,
         scratch_cgroup(unified, name) as cgroup,
     ):
         source = LiveSource(ProcFS(), CgroupFS(), small, UnavailableGpu(), (cgroup.name,))

@@ -18,9 +18,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from croft.adapters.host.bcc_loader import LOSS, ProgramBarrier
-from croft.adapters.host.bcc_source import BccKernelSource
+from croft.adapters.host.bpf_maps import LOSS, Drain, ProgramBarrier
+from croft.adapters.host.ebpf_source import COUNT, SYSCALL_KEY, EbpfKernelSource
+from croft.adapters.host.syscall_table import SyscallNames
 from croft.domain.collector.kernel import KernelSelection
+from tests.helpers.loaders import open_source
 
 pytestmark = [pytest.mark.root, pytest.mark.bpf]
 
@@ -53,15 +55,15 @@ print(sum(made), flush=True)
 
 
 @pytest.fixture
-def kernel() -> Iterator[BccKernelSource]:
+def kernel(loader: str) -> Iterator[EbpfKernelSource]:
     if os.geteuid() != 0:
         pytest.skip("loading eBPF programs needs root")
-    with BccKernelSource(oncpu=False) as loaded:
+    with open_source(loader, oncpu=False) as loaded:
         yield loaded
 
 
 def test_drains_in_a_tight_loop_lose_no_count_of_threads_syscalling_on_every_cpu(
-    kernel: BccKernelSource,
+    kernel: EbpfKernelSource,
 ) -> None:
     with subprocess.Popen(
         [sys.executable, "-c", CHILD, str(THREADS), str(SECONDS)],
@@ -94,8 +96,27 @@ def test_drains_in_a_tight_loop_lose_no_count_of_threads_syscalling_on_every_cpu
 def test_the_barrier_is_membarrier_here_and_says_so_where_it_has_no_syscall_number(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="croft.bcc"):
-        ProgramBarrier()()
+    names = SyscallNames.for_machine()
+    assert names is not None
+    with caplog.at_level(logging.WARNING, logger="croft.ebpf"):
+        ProgramBarrier(names.number("membarrier"))()
         assert caplog.messages == []  # membarrier(MEMBARRIER_CMD_GLOBAL) returned 0
-        ProgramBarrier("sparc64")()
-    assert caplog.messages == [f"no membarrier syscall number for sparc64: {LOSS}"]
+        ProgramBarrier(None)()
+    assert caplog.messages == [f"no membarrier syscall number for {os.uname().machine}: {LOSS}"]
+
+
+def test_a_drain_key_by_key_returns_and_empties_what_a_batch_drain_does(loader: str) -> None:
+    """Kernels before 5.6 have no BPF_MAP_LOOKUP_AND_DELETE_BATCH: the same entries come back,
+    and the map is left empty, either way."""
+    with open_source(loader, oncpu=False) as kernel:
+        counts = kernel.loaded.map("syscall_counts_even")  # drained only by the odd-parity read
+        entries = {SYSCALL_KEY.pack(tgid, 39, 7): COUNT.pack(tgid * 3) for tgid in range(1, 300)}
+        results = []
+        for drain in (Drain(counts), Drain(counts, batch=False)):
+            for key, value in entries.items():
+                counts.set(key, value)
+            keys, values = drain.raw()
+            results.append(dict(zip(SYSCALL_KEY.iter_unpack(keys), COUNT.iter_unpack(values), strict=True)))
+            assert counts.all_keys() == []
+    expected = {SYSCALL_KEY.unpack(k): COUNT.unpack(v) for k, v in entries.items()}
+    assert results == [expected, expected]

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from croft.adapters.host.bcc_source import BccKernelSource
 from croft.adapters.host.cgroupfs import CgroupFS
 from croft.adapters.host.clock import SystemClock
 from croft.adapters.host.poller import LiveSource, UnavailableGpu
@@ -22,6 +21,7 @@ from croft.domain.collector import rows as collect
 from croft.domain.collector.snapshot import Poll
 from croft.domain.dataset.row import Row
 from tests.helpers.children import Child, make_gpu_node
+from tests.helpers.loaders import open_source
 
 pytestmark = [pytest.mark.root, pytest.mark.bpf, pytest.mark.slow]
 
@@ -50,8 +50,8 @@ def device(tmp_path: Path) -> Iterator[Path]:
     yield make_gpu_node(tmp_path)
 
 
-def test_rows_follow_the_childs_gpu_ioctls(device: Path, tmp_path: Path) -> None:
-    with BccKernelSource(gpu_devices=[str(device)]) as kernel:
+def test_rows_follow_the_childs_gpu_ioctls(loader: str, device: Path, tmp_path: Path) -> None:
+    with open_source(loader, gpu_devices=[str(device)]) as kernel:
         source = LiveSource(
             ProcFS(gpu_device_prefixes=(str(device),)), CgroupFS(), kernel, UnavailableGpu(), watch=()
         )

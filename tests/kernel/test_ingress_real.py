@@ -23,6 +23,7 @@ from croft.domain.collector.ingress import endpoint_totals, ingress
 from croft.domain.collector.kernel import KernelSample
 from croft.domain.collector.netparse import parse_tcp_queues
 from croft.domain.collector.snapshot import NetnsSample
+from tests.helpers.loaders import open_source
 
 pytestmark = [pytest.mark.root]
 
@@ -215,12 +216,11 @@ def test_without_cap_sys_admin_the_files_give_the_queues(server: int) -> None:
 
 
 @pytest.mark.bpf
-def test_ebpf_counts_one_data_segment_per_request_and_each_handshake(server: int) -> None:
-    from croft.adapters.host.bcc_source import BccKernelSource
+def test_ebpf_counts_one_data_segment_per_request_and_each_handshake(loader: str, server: int) -> None:
 
     netns = NetnsFS(Path("/proc"))
     sample = sample_of(netns, server)
-    with BccKernelSource() as source:
+    with open_source(loader) as source:
         source.read()
         keep_alive_requests(REQUESTS)
         for _ in range(CONNECTIONS - 1):

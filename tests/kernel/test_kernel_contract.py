@@ -1,10 +1,9 @@
-"""The KernelSource contract, one body run against the fake and against the real BCC adapter: child
-processes make known syscalls, and the counters for their tgids show them, once, since the
-previous read."""
+"""The KernelSource contract, one body run against the fake and against the real programs, loaded
+by each loader (the CO-RE object through libbpf, and BCC): child processes make known syscalls, and
+the counters for their tgids show them, once, since the previous read."""
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +14,7 @@ import pytest
 from croft.domain.collector.kernel import GROUP_ORIGIN, KernelSample, KernelSelection, KernelSource
 from tests.helpers.children import PAYLOAD_BYTES, Child, make_gpu_node
 from tests.helpers.fake_kernel import FakeChild, FakeKernel
+from tests.helpers.loaders import open_source, skip_unless_loadable
 
 K = 5000
 # What a child may add on its own: its read of the command and its write of `done`.
@@ -72,38 +72,40 @@ class FakeHarness(Selecting):
         return self.opened(self.kernels[-1])
 
 
-class BccHarness(Selecting):
-    def __init__(self, device: Path) -> None:
-        from croft.adapters.host.bcc_source import BccKernelSource
-
+class RealHarness(Selecting):
+    def __init__(self, loader: str, device: Path) -> None:
         super().__init__()
+        self.loader = loader
         self.device = device
-        self.source: KernelSource = self.opened(BccKernelSource(gpu_devices=[str(device)]))
+        self.source: KernelSource = self.opened(open_source(loader, gpu_devices=[str(device)]))
 
     def spawn(self, selected: bool = True) -> AnyChild:
         return self.selected(Child(device=str(self.device)), selected)
 
     def with_capacity(self, syscall_pairs: int, overflow_pairs: int) -> KernelSource:
-        from croft.adapters.host.bcc_source import BccKernelSource, MapSizes
+        from croft.adapters.host.ebpf_programs import MapSizes
 
         sizes = MapSizes(syscalls=syscall_pairs, overflow=overflow_pairs)
-        return self.opened(BccKernelSource(gpu_devices=[str(self.device)], sizes=sizes))
+        return self.opened(open_source(self.loader, gpu_devices=[str(self.device)], sizes=sizes))
 
     def close(self) -> None:
         for source in self.sources:
             source.close()  # type: ignore[attr-defined]
 
 
+REAL = [pytest.mark.root, pytest.mark.bpf]
+
+
 @pytest.fixture(
-    scope="module", params=["fake", pytest.param("bcc", marks=[pytest.mark.root, pytest.mark.bpf])]
+    scope="module",
+    params=["fake", pytest.param("core", marks=REAL), pytest.param("bcc", marks=REAL)],
 )
 def harness(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
     if request.param == "fake":
         yield FakeHarness()
         return
-    if os.geteuid() != 0:
-        pytest.skip("loading eBPF programs needs root")
-    real = BccHarness(make_gpu_node(tmp_path_factory.mktemp("gpu")))
+    skip_unless_loadable(request.param)
+    real = RealHarness(request.param, make_gpu_node(tmp_path_factory.mktemp("gpu")))
     yield real
     real.close()
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import attrs
 import pytest
 
-from croft.adapters.host.bcc_source import BccKernelSource
 from croft.adapters.host.cgroupfs import CgroupFS
 from croft.adapters.host.clock import SystemClock
+from croft.adapters.host.ebpf_source import EbpfKernelSource
 from croft.adapters.host.netns import NetnsFS, netns_inode
 from croft.adapters.host.poller import LiveSource, UnavailableGpu
 from croft.adapters.host.procfs import ProcFS
@@ -27,6 +27,7 @@ from croft.domain.collector.kernel import Activity
 from croft.domain.collector.rows import CollectorState, rows
 from croft.domain.collector.snapshot import CgroupMembership, Poll, ProcessSample
 from tests.helpers.burst import scratch_cgroup
+from tests.helpers.loaders import LOADERS, open_source
 
 pytestmark = [pytest.mark.root, pytest.mark.bpf]
 
@@ -37,11 +38,11 @@ WAKER = "import time\nwhile True: time.sleep(0.05)\n"
 HOG = "while True: pass\n"
 
 
-@pytest.fixture(scope="module")
-def kernel() -> Iterator[BccKernelSource]:
+@pytest.fixture(scope="module", params=LOADERS)
+def kernel(request: pytest.FixtureRequest) -> Iterator[EbpfKernelSource]:
     if os.geteuid() != 0:
         pytest.skip("loading eBPF programs needs root")
-    with BccKernelSource() as loaded:
+    with open_source(request.param) as loaded:
         assert loaded.has_oncpu, "this kernel has the tracepoints of bpf/oncpu.c"
         yield loaded
 
@@ -84,7 +85,7 @@ def by_tgid(samples: tuple[ProcessSample, ...]) -> dict[int, ProcessSample]:
     return {s.tgid: s for s in samples}
 
 
-def test_a_filtered_scan_returns_what_a_full_scan_reads(kernel: BccKernelSource, unified: Path) -> None:
+def test_a_filtered_scan_returns_what_a_full_scan_reads(kernel: EbpfKernelSource, unified: Path) -> None:
     with scratch_cgroup(unified, f"croft-test-oncpu-{os.getpid()}") as path:
         group = Group(path)
         try:
@@ -155,7 +156,7 @@ def test_a_filtered_scan_returns_what_a_full_scan_reads(kernel: BccKernelSource,
             group.close()
 
 
-def test_a_process_moved_to_another_cgroup_is_read_again(kernel: BccKernelSource, unified: Path) -> None:
+def test_a_process_moved_to_another_cgroup_is_read_again(kernel: EbpfKernelSource, unified: Path) -> None:
     tag = f"croft-test-oncpu-move-{os.getpid()}"
     with scratch_cgroup(unified, f"{tag}-a") as first, scratch_cgroup(unified, f"{tag}-b") as second:
         group = Group(first)
@@ -191,7 +192,7 @@ def voluntary_switches(pid: int) -> int:
     return int(status.split("voluntary_ctxt_switches:")[1].split()[0])
 
 
-def test_a_process_is_marked_in_every_poll_it_ran_and_in_no_other(kernel: BccKernelSource) -> None:
+def test_a_process_is_marked_in_every_poll_it_ran_and_in_no_other(kernel: EbpfKernelSource) -> None:
     """Each CPU remembers the tasks it marked in the current poll (bpf/oncpu.c), so a task that runs
     again after the poll drained the marks must be marked again, in the map the next poll drains. A
     reader pinned to one CPU is woken once between two polls, many times over: each time it ran,
@@ -249,7 +250,7 @@ while True:
 """
 
 
-def test_tasks_taking_turns_on_a_cpu_are_marked_again_after_each_drain(kernel: BccKernelSource) -> None:
+def test_tasks_taking_turns_on_a_cpu_are_marked_again_after_each_drain(kernel: EbpfKernelSource) -> None:
     """Two processes passing a byte back and forth on one CPU are the two tasks that CPU remembers
     having marked (bpf/oncpu.c): after a drain, their next switches must mark them again, in the map
     the next drain empties. The polls here come back to back while the pair runs on another CPU;
@@ -294,7 +295,7 @@ def test_tasks_taking_turns_on_a_cpu_are_marked_again_after_each_drain(kernel: B
 
 
 def test_the_live_poll_s_hint_gives_the_rows_of_the_full_pass(
-    kernel: BccKernelSource, unified: Path, tmp_path: Path
+    kernel: EbpfKernelSource, unified: Path, tmp_path: Path
 ) -> None:
     """The whole shell (LiveSource with bpf/oncpu.c) hands the core `Poll.changes`; the core that
     follows them writes, poll after poll, the rows and keeps the state of the core that looks at

@@ -1,72 +1,95 @@
-"""Syscall names from the kernel's unistd_64.h, and the GPU device patterns."""
+"""Syscall names from croft's own per-machine tables, and the GPU device patterns."""
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from croft.adapters.host.bcc_source import GpuDeviceMatcher
-from croft.adapters.host.syscall_table import SyscallNames, parse_unistd, syscall_table_paths
+from croft.adapters.host.ebpf_source import GpuDeviceMatcher
+from croft.adapters.host.syscall_table import SyscallNames, parse_table
 
 EXCERPT = """\
-#ifndef _ASM_UNISTD_64_H
-#define _ASM_UNISTD_64_H
-
-#define __NR_read 0
-#define __NR_write 1
-#define __NR_ioctl 16
-#define __NR_getppid 110
-
-#endif /* _ASM_UNISTD_64_H */
+# x86_64 syscall numbers
+0 read
+1 write
+16 ioctl
+110 getppid
 """
 
 names = st.from_regex(r"[a-z][a-z0-9_]{0,20}", fullmatch=True)
 
 
-def test_parse_unistd_reads_the_defines_and_nothing_else() -> None:
-    assert parse_unistd(EXCERPT) == {0: "read", 1: "write", 16: "ioctl", 110: "getppid"}
+def test_parse_table_reads_the_lines_and_nothing_else() -> None:
+    assert parse_table(EXCERPT + "\nnot a line\n7\n") == {0: "read", 1: "write", 16: "ioctl", 110: "getppid"}
 
 
 @given(st.dictionaries(st.integers(0, 1023), names, max_size=40))
-def test_parse_unistd_round_trips_any_table(table: dict[int, str]) -> None:
-    text = "\n".join(f"#define __NR_{name} {nr}" for nr, name in table.items())
-    assert parse_unistd(f"/* header */\n{text}\n#define __NR_syscalls 1024x\n") == table
+def test_parse_table_round_trips_any_table(table: dict[int, str]) -> None:
+    text = "\n".join(f"{nr} {name}" for nr, name in table.items())
+    assert parse_table(f"# header\n{text}\n") == table
 
 
 def test_unknown_and_negative_numbers_get_a_stable_name() -> None:
-    table = SyscallNames(by_nr=parse_unistd(EXCERPT))
+    table = SyscallNames(by_nr=parse_table(EXCERPT))
     assert table.name(110) == "getppid"
     assert table.name(462) == "syscall_462"
     assert table.name((1 << 32) - 1) == "syscall_-1"  # sys_enter's id -1, as an unsigned u32
+    assert table.number("ioctl") == 16
+    assert table.number("no_such_call") is None
 
 
-def test_load_takes_the_first_table_that_names_syscalls(tmp_path: Path) -> None:
-    empty, real = tmp_path / "empty.h", tmp_path / "unistd_64.h"
-    empty.write_text("/* nothing */\n")
-    real.write_text(EXCERPT)
-    loaded = SyscallNames.load((tmp_path / "missing.h", empty, real))
-    assert loaded is not None
-    assert loaded.source == str(real)
-    assert SyscallNames.load((tmp_path / "missing.h", empty)) is None
+@pytest.mark.parametrize(
+    ("machine", "numbers"),
+    [
+        # arch/x86/entry/syscalls/syscall_64.tbl
+        (
+            "x86_64",
+            {
+                "read": 0,
+                "write": 1,
+                "ioctl": 16,
+                "getpid": 39,
+                "sendto": 44,
+                "getppid": 110,
+                "membarrier": 324,
+            },
+        ),
+        # include/uapi/asm-generic/unistd.h, which arm64 uses
+        (
+            "aarch64",
+            {
+                "ioctl": 29,
+                "read": 63,
+                "write": 64,
+                "getpid": 172,
+                "getppid": 173,
+                "sendto": 206,
+                "membarrier": 283,
+            },
+        ),
+    ],
+)
+def test_croft_ships_a_table_for_each_machine_it_has_objects_for(
+    machine: str, numbers: dict[str, int]
+) -> None:
+    table = SyscallNames.for_machine(machine)
+    assert table is not None
+    assert {name: table.number(name) for name in numbers} == numbers
+    assert len(table.by_nr) > 300
+    assert len(set(table.by_nr.values())) == len(table.by_nr)  # one number a name
 
 
-def test_the_running_kernels_table_names_common_syscalls() -> None:
-    loaded = SyscallNames.load(syscall_table_paths(os.uname().release))
-    if loaded is None:
-        pytest.skip("no kernel headers or C library headers with unistd_64.h on this host")
-    assert [loaded.name(nr) for nr in (0, 1, 16, 39, 44, 110)] == [
-        "read",
-        "write",
-        "ioctl",
-        "getpid",
-        "sendto",
-        "getppid",
-    ]
-    assert len(loaded.by_nr) > 300
+def test_a_machine_without_a_table_has_none() -> None:
+    assert SyscallNames.for_machine("sparc64") is None
+
+
+def test_this_machines_table_is_the_one_loaded_by_default() -> None:
+    table = SyscallNames.for_machine()
+    assert table is not None
+    assert table.source.endswith(f"{os.uname().machine}.tbl")
 
 
 @pytest.mark.parametrize(

@@ -10,9 +10,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from croft.adapters.host.bcc_source import BccKernelSource
+from croft.adapters.host.ebpf_source import EbpfKernelSource
 from croft.domain.collector.kernel import KernelSelection
 from tests.helpers.children import Child
+from tests.helpers.loaders import open_source
 
 pytestmark = [pytest.mark.root, pytest.mark.bpf, pytest.mark.slow]
 
@@ -34,16 +35,16 @@ def parse_syscount(text: str) -> dict[str, int]:
 
 
 @pytest.fixture
-def source() -> Iterator[BccKernelSource]:
+def source(loader: str) -> Iterator[EbpfKernelSource]:
     if os.geteuid() != 0:
         pytest.skip("loading eBPF programs needs root")
     if shutil.which(SYSCOUNT) is None:
         pytest.fail(f"{SYSCOUNT} is missing: run scripts/setup-bpf.sh as root (installs bpfcc-tools)")
-    with BccKernelSource() as loaded:
+    with open_source(loader) as loaded:
         yield loaded
 
 
-def test_counts_agree_with_syscount_within_one_percent(source: BccKernelSource) -> None:
+def test_counts_agree_with_syscount_within_one_percent(source: EbpfKernelSource) -> None:
     child = Child()
     source.select(KernelSelection(tgids=frozenset({child.tgid})))
     syscount = subprocess.Popen(

@@ -21,10 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from croft.adapters.host.bcc_source import BccKernelSource
 from croft.adapters.host.cgroupfs import CgroupFS
+from croft.adapters.host.ebpf_source import EbpfKernelSource
 from croft.domain.collector.kernel import GROUP_ORIGIN, KernelSample, KernelSelection
 from tests.helpers.burst import scratch_cgroup
+from tests.helpers.loaders import open_source
 
 pytestmark = [pytest.mark.root, pytest.mark.bpf]
 
@@ -96,8 +97,8 @@ def unified() -> Path:
 
 
 @pytest.fixture
-def kernel(unified: Path) -> Iterator[BccKernelSource]:
-    with BccKernelSource() as loaded:
+def kernel(loader: str, unified: Path) -> Iterator[EbpfKernelSource]:
+    with open_source(loader) as loaded:
         yield loaded
 
 
@@ -115,7 +116,7 @@ def counts(sample: KernelSample, tgid: int) -> tuple[int, int]:
 
 
 def test_a_process_moved_into_a_watched_cgroup_is_counted_from_its_next_syscall(
-    kernel: BccKernelSource, cgroups: tuple[Path, Path]
+    kernel: EbpfKernelSource, cgroups: tuple[Path, Path]
 ) -> None:
     watched, other = cgroups
     kernel.select(KernelSelection(cgroup_ids=frozenset({watched.stat().st_ino})))
@@ -132,7 +133,7 @@ def test_a_process_moved_into_a_watched_cgroup_is_counted_from_its_next_syscall(
 
 
 def test_a_process_moved_out_of_a_watched_cgroup_is_no_longer_counted(
-    kernel: BccKernelSource, cgroups: tuple[Path, Path]
+    kernel: EbpfKernelSource, cgroups: tuple[Path, Path]
 ) -> None:
     watched, other = cgroups
     kernel.select(KernelSelection(cgroup_ids=frozenset({watched.stat().st_ino})))
@@ -147,7 +148,7 @@ def test_a_process_moved_out_of_a_watched_cgroup_is_no_longer_counted(
 
 
 def test_a_running_process_marked_by_user_space_is_counted_from_its_next_syscall(
-    kernel: BccKernelSource, cgroups: tuple[Path, Path]
+    kernel: EbpfKernelSource, cgroups: tuple[Path, Path]
 ) -> None:
     _, other = cgroups
     child = PhasedChild(other)
@@ -163,7 +164,7 @@ def test_a_running_process_marked_by_user_space_is_counted_from_its_next_syscall
 
 
 def test_a_cgroup_no_longer_watched_stops_counting_from_the_next_syscall(
-    kernel: BccKernelSource, cgroups: tuple[Path, Path]
+    kernel: EbpfKernelSource, cgroups: tuple[Path, Path]
 ) -> None:
     watched, _ = cgroups
     kernel.select(KernelSelection(cgroup_ids=frozenset({watched.stat().st_ino})))

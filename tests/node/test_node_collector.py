@@ -1,9 +1,9 @@
 """The collector on a real node: `croft deploy kubernetes` runs the image built from
-deploy/docker/Dockerfile as a DaemonSet pod, which loads its eBPF programs with the manifest's
-capabilities only and writes rows (in a dataset directory of the tests' own) for the webapp's
-real pods; the rows carry the container ids the API reports, cgroup figures the cgroup's own files
-give and syscall rates that add up to the load sent; its /metrics names each pod as the API does,
-and croft top lists the pods' processes."""
+deploy/docker/Dockerfile (no BCC, no LLVM) as a DaemonSet pod without kernel headers mounted, which
+loads its precompiled CO-RE eBPF programs with the manifest's capabilities only and writes rows (in
+a dataset directory of the tests' own) for the webapp's real pods; the rows carry the container ids
+the API reports, cgroup figures the cgroup's own files give and syscall rates that add up to the
+load sent; its /metrics names each pod as the API does, and croft top lists the pods' processes."""
 
 from __future__ import annotations
 
@@ -88,6 +88,14 @@ def test_the_collector_pod_loads_ebpf_with_the_listed_capabilities_only(
     assert wait_for("the collector's eBPF programs", lambda: bpf_program_fds(croft[0]), 120) > 0
     ready = [c for c in collector["status"]["conditions"] if c["type"] == "Ready"]
     assert ready and ready[0]["status"] == "True"
+    mounted = {v["hostPath"]["path"] for v in collector["spec"]["volumes"] if "hostPath" in v}
+    assert not mounted & {"/lib/modules", "/usr/src"}, mounted
+    url = (
+        f"http://{collector['status']['podIP']}:{collector['metadata']['annotations']['prometheus.io/port']}"
+    )
+    served = parse_exposition(httpx.get(f"{url}/metrics", timeout=10).text)
+    modes = [(s.label(names.LABEL_MODE), s.value) for s in served if s.name == names.EBPF_MODE]
+    assert modes == [("core", 1.0)]
 
 
 def test_rows_carry_the_container_ids_the_api_reports(

@@ -9,7 +9,7 @@ import stat
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -24,24 +24,23 @@ from croft.adapters.host.netns import NetnsFS
 from croft.adapters.host.pods import PodNames
 from croft.adapters.host.poller import LiveSource, UnavailableGpu
 from croft.adapters.host.procfs import ProcFS
-from croft.adapters.host.trace import TraceRecorder, read_trace, recorded_node, recorded_watch, trace_files
 from croft.adapters.http.metrics import SnapshotCollector, metrics_handler, metrics_page
 from croft.adapters.http.pages import healthz, landing_page
 from croft.adapters.http.server import HttpServer
 from croft.app.collector import Pipeline, PollObserver
 from croft.app.metrics_publisher import MetricsPublisher
 from croft.domain.collector.frameworks import Catalog, CatalogError, Matcher, parse_catalog
-from croft.domain.collector.kernel import ActivitySource, GpuHolderSource, KernelSource
+from croft.domain.collector.kernel import GpuHolderSource
 from croft.domain.collector.rows import CollectorConfig
 from croft.domain.collector.selection import parse_watch
 from croft.domain.collector.silence import absent_figures, unmatched_watch
 from croft.domain.collector.snapshot import Poll
-from croft.domain.collector.trace import TraceError
 from croft.domain.dataset.rotation import Limits
 from croft.errors import UserError
 
 if TYPE_CHECKING:
-    from croft.adapters.host.bcc_source import BccKernelSource
+    from croft.adapters.host.ebpf_mode import Chosen, Mode
+    from croft.adapters.host.trace import TraceRecorder
     from croft.app.access import KubeAccess
 
 log = logging.getLogger("croft.run")
@@ -60,7 +59,8 @@ class Settings:
     proc_root: Path = Path("/proc")
     cgroup_root: Path = Path("/sys/fs/cgroup")
     limits: Limits = attrs.field(factory=Limits)
-    verbose: bool = False  # show what clang and the verifier said when eBPF fails to load
+    verbose: bool = False  # show what libbpf (or clang) and the verifier said when eBPF fails to load
+    ebpf: Mode = "auto"  # which eBPF loader: croft.adapters.host.ebpf_mode
     node: str | None = None  # the node rows name; None: none (a replay of a trace that names none)
 
 
@@ -109,6 +109,8 @@ def build_recorder(settings: Settings) -> TraceRecorder | None:
     """The trace recorder of --record, its directory made and checked writable now (a `UserError`)."""
     if settings.record is None:
         return None
+    from croft.adapters.host.trace import TraceRecorder  # only a recording collector needs it
+
     where = settings.record
     try:
         recorder = TraceRecorder(where, settings.watch, settings.node)
@@ -136,9 +138,13 @@ def build_sink(settings: Settings) -> DatasetWriter:
 
 
 def build_pipeline(
-    settings: Settings, metrics: SnapshotCollector | None = None, live: bool = True
+    settings: Settings,
+    metrics: SnapshotCollector | None = None,
+    live: bool = True,
+    ebpf_mode: str | None = None,
 ) -> Pipeline:
-    """Core, sink and recorder; with `metrics`, every poll's series are published to it."""
+    """Core, sink and recorder; with `metrics`, every poll's series are published to it (with
+    `ebpf_mode`, the eBPF loader in use, as croft_ebpf_mode)."""
     config = collector_config(settings)
     recorder = build_recorder(settings)
     sink = build_sink(settings)
@@ -146,7 +152,9 @@ def build_pipeline(
     if metrics is not None:
         clock = SystemClock()
         pods = PodNames(settings.proc_root) if live else None
-        observer = MetricsPublisher(metrics, sink.counters, lambda: clock.now().monotonic_ns, live, pods)
+        observer = MetricsPublisher(
+            metrics, sink.counters, lambda: clock.now().monotonic_ns, live, pods, ebpf_mode=ebpf_mode
+        )
     return Pipeline(config, sink, recorder, observer)
 
 
@@ -202,16 +210,14 @@ def _kube_access() -> KubeAccess:
     return KubeAccess(Reviews(kube.call), lambda: clock.now().monotonic_ns)
 
 
-def _kernel_source(verbose: bool) -> BccKernelSource:
-    """croft's eBPF programs. Failing to load them (no BCC, no headers, not root, a verifier
-    rejection) is a `UserError` naming the cause and the fix: croft run exits 1."""
-    from croft.adapters.host.bcc_source import BccKernelSource
+def _kernel_source(requested: Mode, verbose: bool) -> Chosen:
+    """croft's eBPF programs, by the loader `requested` (`--ebpf`; auto: CO-RE where the kernel has
+    BTF, BCC where it has headers instead, else none). A loader asked for by name that fails (no
+    BTF, no libbpf, not root, a verifier rejection) is a `UserError` naming the program and the
+    cause: croft run exits 1; under auto croft runs without eBPF, saying why."""
+    from croft.adapters.host.ebpf_mode import open_kernel
 
-    return BccKernelSource(verbose=verbose)
-
-
-class CountingKernel(KernelSource, ActivitySource, Protocol):
-    """What croft run counts in the kernel: eBPF's counters and which processes ran."""
+    return open_kernel(requested, verbose=verbose)
 
 
 def _gpu_source() -> GpuHolderSource:
@@ -226,12 +232,14 @@ def _gpu_source() -> GpuHolderSource:
 
 
 def build_live(
-    settings: Settings, metrics: SnapshotCollector | None = None, kernel: CountingKernel | None = None
+    settings: Settings, metrics: SnapshotCollector | None = None, kernel: Chosen | None = None
 ) -> tuple[Pipeline, LiveSource, SystemClock]:
-    """The live collector: procfs, cgroupfs, eBPF (or empty), NVML (or empty), the system clock.
-    `kernel` stands in for croft's eBPF programs (scripts/record_gpu.py, on a host that cannot
-    load them); None loads them."""
-    pipeline = build_pipeline(settings, metrics)
+    """The live collector: procfs, cgroupfs, eBPF (`kernel`, or loaded here as `settings.ebpf`
+    says: `off` counts nothing, as on a host that cannot load the programs), NVML (or empty),
+    DRM fdinfo where /dev/dri is, the system clock."""
+    if kernel is None:
+        kernel = _kernel_source(settings.ebpf, settings.verbose)
+    pipeline = build_pipeline(settings, metrics, ebpf_mode=kernel.mode)
     scan_devices = any(Path("/dev").glob("nvidia*"))
     cgroupfs = CgroupFS(settings.cgroup_root)
     log.info("cgroup layout at %s: %s", settings.cgroup_root, cgroupfs.layout)
@@ -248,16 +256,14 @@ def build_live(
         log.warning("%s", unmatched_watch(watch, mount))
     if absent := absent_figures(cgroupfs.layout, *cgroupfs.offered(), root=str(settings.cgroup_root)):
         log.warning("%s", absent)
-    if kernel is None:
-        kernel = _kernel_source(settings.verbose)
     source = LiveSource(
         procfs,
         cgroupfs,
-        kernel,
+        kernel.kernel,
         _gpu_source(),
         parse_watch(settings.watch),
         NetnsFS(settings.proc_root),
-        activity=kernel,
+        activity=kernel.source,
         drm=DrmFdinfo(settings.proc_root) if Path("/dev/dri").is_dir() else None,
     )
     return pipeline, source, SystemClock()
@@ -269,6 +275,9 @@ def build_replay(
     """The replaying collector: polls from the trace files at `replay`, no clock, no root. Without
     `--watch`, the trace's recorded one applies; without `--node`, the node the trace names (rows of
     a trace that names none carry no node)."""
+    from croft.adapters.host.trace import recorded_node, recorded_watch, trace_files
+    from croft.domain.collector.trace import TraceError
+
     files = trace_files(replay)
     if not files:
         raise UserError(f"no trace files (*.jsonl.zst) in {replay}; record one with croft run --record DIR")
@@ -292,6 +301,9 @@ def build_replay(
 
 
 def _checked(path: Path) -> Iterator[Poll]:
+    from croft.adapters.host.trace import read_trace
+    from croft.domain.collector.trace import TraceError
+
     try:
         yield from read_trace(path)
     except TraceError as exc:

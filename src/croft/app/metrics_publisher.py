@@ -24,7 +24,7 @@ class MetricsPublisher:
     `poll_duration_seconds` is, live, the time from the poll's own clock reading (taken just before
     the sources are read) to its rows being written; in a replay (`live=False`), whose poll times are
     recorded ones, the time since the previous poll was published (reading the trace, the core,
-    the write)."""
+    the write). `ebpf_mode`: the eBPF loader of a live collector (core, bcc or off)."""
 
     def __init__(
         self,
@@ -33,6 +33,7 @@ class MetricsPublisher:
         monotonic_ns: Callable[[], int],
         live: bool,
         pods: PodNames | None = None,
+        ebpf_mode: str | None = None,
     ) -> None:
         self._pods = pods if live else None  # a replay's pids are not this host's
         self._collector = collector
@@ -41,6 +42,7 @@ class MetricsPublisher:
         self._live = live
         self._memory = MetricsMemory()
         self._last_ns = monotonic_ns()
+        self._ebpf_mode = ebpf_mode
 
     def observe(self, poll: Poll, rows: tuple[Row, ...]) -> None:
         now_ns = self._monotonic_ns()
@@ -54,6 +56,7 @@ class MetricsPublisher:
             compression_backlog_segments=counters.compression_backlog,
             compression_failures_total=counters.compression_failures,
             live_files_lost_total=counters.live_files_lost,
+            ebpf_mode=self._ebpf_mode,
         )
         self._collector.live_file_lost_ns = counters.live_file_lost_ns
         samples, self._memory = series(poll, rows, health, self._memory, self._pod_names(rows))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from cyclopts import Parameter
 
@@ -105,7 +105,18 @@ def run(
             "empty: this machine's host name, or with --replay the node the trace names",
         ),
     ] = "",
-    verbose: Annotated[bool, Parameter(help="log every poll and full causes")] = False,
+    ebpf: Annotated[
+        Literal["auto", "core", "bcc", "off"],
+        Parameter(
+            env_var="CROFT_EBPF",
+            help="how syscalls, ioctls and ingress are counted: core (the precompiled CO-RE programs, "
+            "needs the kernel's BTF), bcc (compiled at start, needs kernel headers and BCC), off (procfs "
+            "and cgroupfs only); auto: core, else bcc, else off",
+        ),
+    ] = "auto",
+    verbose: Annotated[
+        bool, Parameter(help="log every poll and full causes (libbpf's log, the verifier's)")
+    ] = False,
 ) -> int:
     """Load the eBPF programs, poll every 2 s and write the dataset. Needs root."""
     import logging
@@ -113,7 +124,6 @@ def run(
     import socket
 
     from croft.adapters.host.clock import SystemClock
-    from croft.app import bootstrap, collector
     from croft.domain.dataset.http import is_safe_name
 
     logging.basicConfig(
@@ -135,6 +145,18 @@ def run(
         raise UserError(f"--node {node!r} is not a plain name (letters, digits, . _ -); give the node's name")
     if not node and replay is None:
         node = socket.gethostname()
+    if replay is None and os.geteuid() != 0:
+        raise UserError(
+            "croft run needs root to read every process's /proc files and load eBPF: "
+            "run it with sudo, or replay a recorded trace with --replay DIR"
+        )
+    kernel = None
+    if replay is None:  # first, before the rest of croft is imported: attached as soon as can be
+        from croft.adapters.host.ebpf_mode import open_kernel
+
+        kernel = open_kernel(ebpf, verbose=verbose)
+    from croft.app import bootstrap, collector
+
     settings = bootstrap.Settings(
         dataset=dataset,
         watch=watch,
@@ -143,12 +165,8 @@ def run(
         limits=limits,
         verbose=verbose,
         node=node or None,
+        ebpf=ebpf,
     )
-    if replay is None and os.geteuid() != 0:
-        raise UserError(
-            "croft run needs root to read every process's /proc files and load eBPF: "
-            "run it with sudo, or replay a recorded trace with --replay DIR"
-        )
     server, metrics = (
         bootstrap.build_http_server(metrics_addr, dataset if serve_dataset else None, auth)
         if metrics_addr
@@ -161,7 +179,7 @@ def run(
             if linger:
                 collector.linger(linger, SystemClock())
             return code
-        pipeline, source, clock = bootstrap.build_live(settings, metrics)
+        pipeline, source, clock = bootstrap.build_live(settings, metrics, kernel)
         return collector.run_live(pipeline, source, clock)
     finally:
         if server is not None:

@@ -5,10 +5,9 @@
 // ret is the byte count or a negative errno, and a MSG_PEEK receive is not counted, as the kernel's
 // own trace output does.
 //
-// Only processes croft writes are counted (croft_watched, from syscalls.c, which comes first in the
-// module). User space drains net_bytes once per poll (the even or the odd map by turns); an update that finds the map full counts in
+// Only processes croft writes are counted (croft_watched, from syscalls.c, which comes first). User space drains net_bytes once per poll (the even or the odd map by turns); an update that finds the map full counts in
 // net_dropped.
-#include <linux/socket.h>
+#include "croft.h"
 
 #ifndef CROFT_NET_ENTRIES
 #define CROFT_NET_ENTRIES 16384
@@ -16,6 +15,7 @@
 
 #define CROFT_NET_RX 0
 #define CROFT_NET_TX 1
+#define CROFT_MSG_PEEK 2  // include/linux/socket.h
 
 struct net_key {
     u32 tgid;
@@ -23,9 +23,26 @@ struct net_key {
 };
 
 // Even and odd by bpf/syscalls.c's drain parity (see there).
-BPF_HASH(net_bytes_even, struct net_key, u64, CROFT_NET_ENTRIES);
-BPF_HASH(net_bytes_odd, struct net_key, u64, CROFT_NET_ENTRIES);
-BPF_PERCPU_ARRAY(net_dropped, u64, 1);
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, CROFT_NET_ENTRIES);
+    __type(key, struct net_key);
+    __type(value, u64);
+} net_bytes_even SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, CROFT_NET_ENTRIES);
+    __type(key, struct net_key);
+    __type(value, u64);
+} net_bytes_odd SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, u32);
+    __type(value, u64);
+} net_dropped SEC(".maps");
 
 static __always_inline void add_net_bytes(u32 direction, int bytes) {
     u32 tgid = bpf_get_current_pid_tgid() >> 32;
@@ -34,29 +51,35 @@ static __always_inline void add_net_bytes(u32 direction, int bytes) {
         return;
     struct net_key key = {.tgid = tgid, .direction = direction};
     u64 zero = 0;
-    u64 *total = croft_drain_parity() ? net_bytes_odd.lookup_or_try_init(&key, &zero)
-                                      : net_bytes_even.lookup_or_try_init(&key, &zero);
+    u64 *total;
+    if (croft_drain_parity())
+        total = croft_lookup_or_try_init(&net_bytes_odd, &key, &zero);
+    else
+        total = croft_lookup_or_try_init(&net_bytes_even, &key, &zero);
     if (total) {
         __sync_fetch_and_add(total, (u64)bytes);
         return;
     }
     u32 slot = 0;
-    u64 *dropped = net_dropped.lookup(&slot);
+    u64 *dropped = bpf_map_lookup_elem(&net_dropped, &slot);
     if (dropped)
         *dropped += 1;
 }
 
-RAW_TRACEPOINT_PROBE(sock_send_length) {
+// TP_PROTO(struct sock *sk, int ret, int flags)
+SEC("raw_tp/sock_send_length")
+int sock_send_length(struct bpf_raw_tracepoint_args *ctx) {
     int ret = (int)ctx->args[1];
     if (ret > 0)
         add_net_bytes(CROFT_NET_TX, ret);
     return 0;
 }
 
-RAW_TRACEPOINT_PROBE(sock_recv_length) {
+SEC("raw_tp/sock_recv_length")
+int sock_recv_length(struct bpf_raw_tracepoint_args *ctx) {
     int ret = (int)ctx->args[1];
     int flags = (int)ctx->args[2];
-    if (ret > 0 && !(flags & MSG_PEEK))
+    if (ret > 0 && !(flags & CROFT_MSG_PEEK))
         add_net_bytes(CROFT_NET_RX, ret);
     return 0;
 }

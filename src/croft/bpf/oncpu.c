@@ -2,8 +2,7 @@
 // tgids that were on a CPU, plus marks for processes that were forked or moved to another cgroup
 // (https://docs.kernel.org/trace/events.html; include/trace/events/sched.h, timer.h, cgroup.h).
 //
-// Only the tracepoints' own arguments and helpers are used, never a task_struct field: BCC compiles
-// against whatever headers scripts/setup-bpf.sh found, which need not be the running kernel's (a
+// Only the tracepoints' own arguments and helpers are used, never a task_struct field (a
 // task_struct pointer is only compared, never dereferenced).
 // - sched_switch (raw) fires in __schedule() on the switching CPU before the switch, so the current
 //   task is `prev` (args[1]): its tgid is marked as having run.
@@ -12,7 +11,7 @@
 //   hrtimer on high-resolution kernels) marks the interrupted current task.
 // - A new process need not have run by the next poll: bpf/syscalls.c's task:task_newtask probe (the
 //   one that sees clone flags, so threads are left out) puts its pid in `started`. This file comes
-//   first in the module for that (CROFT_ONCPU).
+//   before syscalls.c for that (CROFT_ONCPU; the `oncpu` setting says these programs are attached).
 // - A process that was reaped no longer has a /proc entry, and did not run to be reaped:
 //   sched_process_free puts its pid in `freed` (a thread's too: user space knows only tgids).
 //   With `started`, user space keeps the list of processes without listing /proc every poll.
@@ -37,6 +36,8 @@
 //
 // User space drains the maps once per poll. An update that finds a map full is counted in
 // oncpu_dropped; user space then lists and reads every process in that poll.
+#include "croft.h"
+
 #ifndef CROFT_RAN_ENTRIES
 #define CROFT_RAN_ENTRIES 65536
 #endif
@@ -52,37 +53,84 @@ struct oncpu_marks {
     u32 pad;
 };
 
-BPF_HASH(ran_even, u32, u32, CROFT_RAN_ENTRIES);
-BPF_HASH(ran_odd, u32, u32, CROFT_RAN_ENTRIES);
-BPF_HASH(moved, u32, u32, CROFT_MOVED_ENTRIES);
-BPF_HASH(started, u32, u32, CROFT_MOVED_ENTRIES);
-BPF_HASH(freed, u32, u32, CROFT_MOVED_ENTRIES);
-BPF_ARRAY(oncpu_generation, u32, 2);
-BPF_PERCPU_ARRAY(oncpu_marked, struct oncpu_marks, 1);
-BPF_PERCPU_ARRAY(oncpu_dropped, u64, 1);
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, CROFT_RAN_ENTRIES);
+    __type(key, u32);
+    __type(value, u32);
+} ran_even SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, CROFT_RAN_ENTRIES);
+    __type(key, u32);
+    __type(value, u32);
+} ran_odd SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, CROFT_MOVED_ENTRIES);
+    __type(key, u32);
+    __type(value, u32);
+} moved SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, CROFT_MOVED_ENTRIES);
+    __type(key, u32);
+    __type(value, u32);
+} started SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, CROFT_MOVED_ENTRIES);
+    __type(key, u32);
+    __type(value, u32);
+} freed SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, 2);
+    __type(key, u32);
+    __type(value, u32);
+} oncpu_generation SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, u32);
+    __type(value, struct oncpu_marks);
+} oncpu_marked SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, u32);
+    __type(value, u64);
+} oncpu_dropped SEC(".maps");
 
 static __always_inline void oncpu_count_dropped(void) {
     u32 zero = 0;
-    u64 *dropped = oncpu_dropped.lookup(&zero);
+    u64 *dropped = bpf_map_lookup_elem(&oncpu_dropped, &zero);
     if (dropped)
         *dropped += 1;
 }
 
 static __always_inline void mark_started(u32 pid) {
     u32 one = 1;
-    if (started.update(&pid, &one) != 0)
+    if (bpf_map_update_elem(&started, &pid, &one, BPF_ANY) != 0)
         oncpu_count_dropped();
 }
 
 static __always_inline void mark_freed(u32 pid) {
     u32 one = 1;
-    if (freed.update(&pid, &one) != 0)
+    if (bpf_map_update_elem(&freed, &pid, &one, BPF_ANY) != 0)
         oncpu_count_dropped();
 }
 
 static __always_inline void mark_moved(u32 pid) {
     u32 one = 1;
-    if (moved.update(&pid, &one) != 0)
+    if (bpf_map_update_elem(&moved, &pid, &one, BPF_ANY) != 0)
         oncpu_count_dropped();
 }
 
@@ -90,7 +138,7 @@ static __always_inline void mark_moved(u32 pid) {
 // task_newtask probe calls this before the new task can run).
 static __always_inline void oncpu_tasks_stale(void) {
     u32 one = 1;
-    u32 *tasks = oncpu_generation.lookup(&one);
+    u32 *tasks = bpf_map_lookup_elem(&oncpu_generation, &one);
     if (tasks)
         __sync_fetch_and_add(tasks, 1);
 }
@@ -98,16 +146,16 @@ static __always_inline void oncpu_tasks_stale(void) {
 static __always_inline int ran_insert(u32 drains, u32 tgid) {
     u32 one = 1;
     if (drains & 1)
-        return ran_odd.lookup(&tgid) ? 0 : ran_odd.update(&tgid, &one);
-    return ran_even.lookup(&tgid) ? 0 : ran_even.update(&tgid, &one);
+        return bpf_map_lookup_elem(&ran_odd, &tgid) ? 0 : bpf_map_update_elem(&ran_odd, &tgid, &one, BPF_ANY);
+    return bpf_map_lookup_elem(&ran_even, &tgid) ? 0 : bpf_map_update_elem(&ran_even, &tgid, &one, BPF_ANY);
 }
 
 // Marks the process of the current task, `task`, unless this CPU marked it in this generation.
 static __always_inline void mark_ran(u64 task) {
     u32 zero = 0, one = 1;
-    u32 *drains = oncpu_generation.lookup(&zero);
-    u32 *tasks = oncpu_generation.lookup(&one);
-    struct oncpu_marks *marked = oncpu_marked.lookup(&zero);
+    u32 *drains = bpf_map_lookup_elem(&oncpu_generation, &zero);
+    u32 *tasks = bpf_map_lookup_elem(&oncpu_generation, &one);
+    struct oncpu_marks *marked = bpf_map_lookup_elem(&oncpu_marked, &zero);
     if (!drains || !tasks || !marked)
         return;
     // Read before the map they choose and guard: a drain or a new task afterwards bumps them afterwards.
@@ -132,18 +180,21 @@ static __always_inline void mark_ran(u64 task) {
     marked->older = !marked->older;
 }
 
-RAW_TRACEPOINT_PROBE(sched_switch) {
-    // TP_PROTO(bool preempt, struct task_struct *prev, struct task_struct *next, unsigned int prev_state)
+// TP_PROTO(bool preempt, struct task_struct *prev, struct task_struct *next, unsigned int prev_state)
+SEC("raw_tp/sched_switch")
+int sched_switch(struct bpf_raw_tracepoint_args *ctx) {
     mark_ran(ctx->args[1]);
     return 0;
 }
 
-RAW_TRACEPOINT_PROBE(hrtimer_expire_entry) {
+SEC("raw_tp/hrtimer_expire_entry")
+int hrtimer_expire_entry(struct bpf_raw_tracepoint_args *ctx) {
     mark_ran(bpf_get_current_task());
     return 0;
 }
 
-TRACEPOINT_PROBE(sched, sched_process_free) {
+SEC("tp/sched/sched_process_free")
+int sched_process_free(struct trace_event_raw_sched_process_template *args) {
     mark_freed((u32)args->pid);
     return 0;
 }

@@ -24,8 +24,8 @@
 // - [0], bumped by user space after it changes watched_cgroups or watched_tgids;
 // - [1], bumped here when a task is created (its pid may be one a verdict was cached for), when a
 //   new process is marked, and when a task moves to another cgroup (cgroup:cgroup_attach_task,
-//   which fires once the move is committed; CROFT_MOVES). Without that tracepoint the cached
-//   verdict also holds the cgroup id and is checked against bpf_get_current_cgroup_id().
+//   which fires once the move is committed; the `moves` setting). Without that tracepoint the cached
+//   verdict's cgroup id is checked against bpf_get_current_cgroup_id().
 // A syscall-heavy task then pays one hash lookup per syscall (its count), an unwatched one none.
 // sys_enter runs with preemption disabled, so no other task's syscall on this CPU interleaves
 // between its reading and its writing the cached verdict.
@@ -44,8 +44,9 @@
 // tgid 0 (the container's rate keeps it, the process's row does not); one that finds both full is
 // dropped and counted in syscalls_dropped, slot CROFT_DROP_SYSCALL (CROFT_DROP_IOCTL and
 // CROFT_DROP_TGID for the other maps; CROFT_SPILLED counts what went to syscall_overflow).
-#include <linux/ptrace.h>
-#include <asm/unistd.h>
+// Which syscall is ioctl, and whether the cgroup_attach_task probe is attached, are settings the
+// loader gives (croft_setting in bpf/croft.h): its architecture's syscall table says the former.
+#include "croft.h"
 
 #ifndef CROFT_SYSCALL_ENTRIES
 #define CROFT_SYSCALL_ENTRIES 65536
@@ -93,9 +94,7 @@ struct ioctl_value {
 struct task_verdict {
     u64 pid_tgid;
     u64 group;
-#ifndef CROFT_MOVES
-    u64 cgroup;
-#endif
+    u64 cgroup;      // checked only without the `moves` setting
     u32 generation;  // watch_generation[0] when made
     u32 tasks;       // watch_generation[1] when made
     u32 watched;
@@ -107,29 +106,100 @@ struct cgroup_verdict {
     u32 watched;
 };
 
-BPF_HASH(syscall_counts_even, struct syscall_key, u64, CROFT_SYSCALL_ENTRIES);
-BPF_HASH(syscall_counts_odd, struct syscall_key, u64, CROFT_SYSCALL_ENTRIES);
-BPF_HASH(syscall_overflow_even, struct syscall_key, u64, CROFT_OVERFLOW_ENTRIES);
-BPF_HASH(syscall_overflow_odd, struct syscall_key, u64, CROFT_OVERFLOW_ENTRIES);
-BPF_HASH(ioctl_counts_even, struct ioctl_key, struct ioctl_value, CROFT_IOCTL_ENTRIES);
-BPF_HASH(ioctl_counts_odd, struct ioctl_key, struct ioctl_value, CROFT_IOCTL_ENTRIES);
-BPF_HASH(watched_cgroups, u64, u32, CROFT_CGROUP_ROOTS);
-BPF_HASH(watched_tgids, u32, u32, CROFT_TGID_ENTRIES);
-BPF_TABLE("lru_hash", u64, struct cgroup_verdict, cgroup_verdicts, CROFT_VERDICT_ENTRIES);
-// [0], [1]: the verdicts' generations (above); [CROFT_PARITY]: the drain parity, set by user space.
-BPF_ARRAY(watch_generation, u32, 3);
-#define CROFT_PARITY 2
 struct task_verdicts {
     struct task_verdict slot[2];
     u32 older;  // the slot the next verdict made replaces
     u32 pad;
 };
 
-BPF_PERCPU_ARRAY(last_verdicts, struct task_verdicts, 1);
-BPF_PERCPU_ARRAY(syscalls_dropped, u64, 4);
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, CROFT_SYSCALL_ENTRIES);
+    __type(key, struct syscall_key);
+    __type(value, u64);
+} syscall_counts_even SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, CROFT_SYSCALL_ENTRIES);
+    __type(key, struct syscall_key);
+    __type(value, u64);
+} syscall_counts_odd SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, CROFT_OVERFLOW_ENTRIES);
+    __type(key, struct syscall_key);
+    __type(value, u64);
+} syscall_overflow_even SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, CROFT_OVERFLOW_ENTRIES);
+    __type(key, struct syscall_key);
+    __type(value, u64);
+} syscall_overflow_odd SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, CROFT_IOCTL_ENTRIES);
+    __type(key, struct ioctl_key);
+    __type(value, struct ioctl_value);
+} ioctl_counts_even SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, CROFT_IOCTL_ENTRIES);
+    __type(key, struct ioctl_key);
+    __type(value, struct ioctl_value);
+} ioctl_counts_odd SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, CROFT_CGROUP_ROOTS);
+    __type(key, u64);
+    __type(value, u32);
+} watched_cgroups SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, CROFT_TGID_ENTRIES);
+    __type(key, u32);
+    __type(value, u32);
+} watched_tgids SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_LRU_HASH);
+    __uint(max_entries, CROFT_VERDICT_ENTRIES);
+    __type(key, u64);
+    __type(value, struct cgroup_verdict);
+} cgroup_verdicts SEC(".maps");
+
+// [0], [1]: the verdicts' generations (above); [CROFT_PARITY]: the drain parity, set by user space.
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, 3);
+    __type(key, u32);
+    __type(value, u32);
+} watch_generation SEC(".maps");
+#define CROFT_PARITY 2
+
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, u32);
+    __type(value, struct task_verdicts);
+} last_verdicts SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, 4);
+    __type(key, u32);
+    __type(value, u64);
+} syscalls_dropped SEC(".maps");
 
 static __always_inline void syscalls_count_dropped(u32 slot) {
-    u64 *dropped = syscalls_dropped.lookup(&slot);
+    u64 *dropped = bpf_map_lookup_elem(&syscalls_dropped, &slot);
     if (dropped)
         *dropped += 1;
 }
@@ -137,15 +207,15 @@ static __always_inline void syscalls_count_dropped(u32 slot) {
 // The parity of the maps this program run counts into: read once per run (see the top of this file).
 static __always_inline u32 croft_drain_parity(void) {
     u32 slot = CROFT_PARITY;
-    u32 *parity = watch_generation.lookup(&slot);
+    u32 *parity = bpf_map_lookup_elem(&watch_generation, &slot);
     return parity ? *parity & 1 : 0;
 }
 
 static __always_inline u32 croft_cgroup_watched(u64 cgroup) {
     u32 zero = 0;
-    u32 *stored = watch_generation.lookup(&zero);
+    u32 *stored = bpf_map_lookup_elem(&watch_generation, &zero);
     u32 generation = stored ? *stored : 0;
-    struct cgroup_verdict *cached = cgroup_verdicts.lookup(&cgroup);
+    struct cgroup_verdict *cached = bpf_map_lookup_elem(&cgroup_verdicts, &cgroup);
     if (cached && cached->generation == generation)
         return cached->watched;
     struct cgroup_verdict verdict = {.generation = generation, .watched = 0};
@@ -154,12 +224,12 @@ static __always_inline u32 croft_cgroup_watched(u64 cgroup) {
         u64 ancestor = bpf_get_current_ancestor_cgroup_id(level);
         if (ancestor == 0)
             break;  // past the process's own level
-        if (watched_cgroups.lookup(&ancestor)) {
+        if (bpf_map_lookup_elem(&watched_cgroups, &ancestor)) {
             verdict.watched = 1;
             break;
         }
     }
-    cgroup_verdicts.update(&cgroup, &verdict);
+    bpf_map_update_elem(&cgroup_verdicts, &cgroup, &verdict, BPF_ANY);
     return verdict.watched;
 }
 
@@ -169,7 +239,7 @@ static __always_inline int croft_watched_in(u64 cgroup, u32 tgid, u64 *group) {
         *group = cgroup;
         return 1;
     }
-    u32 *origin = watched_tgids.lookup(&tgid);
+    u32 *origin = bpf_map_lookup_elem(&watched_tgids, &tgid);
     if (!origin)
         return 0;
     *group = CROFT_GROUP_ORIGIN | *origin;
@@ -181,46 +251,38 @@ static __always_inline int croft_watched(u32 tgid, u64 *group) {
     return croft_watched_in(bpf_get_current_cgroup_id(), tgid, group);
 }
 
-#ifdef CROFT_MOVES
-#define CROFT_VERDICT_HOLDS(v) \
-    ((v)->pid_tgid == pid_tgid && (v)->generation == generation_now && (v)->tasks == tasks_now)
-#else
-#define CROFT_VERDICT_HOLDS(v)                                                                   \
-    ((v)->pid_tgid == pid_tgid && (v)->cgroup == cgroup && (v)->generation == generation_now && \
-     (v)->tasks == tasks_now)
-#endif
+// Whether a cached verdict holds for the current task: made for it, in the current generations, and
+// (without the cgroup_attach_task probe to bump the generation on a move) in its current cgroup.
+static __always_inline int verdict_holds(struct task_verdict *made, u64 pid_tgid, u64 cgroup,
+                                         u32 generation_now, u32 tasks_now) {
+    return made->pid_tgid == pid_tgid && made->generation == generation_now && made->tasks == tasks_now &&
+           (croft_setting(moves) || made->cgroup == cgroup);
+}
 
 // croft_watched, through this CPU's last verdicts (sys_enter only: see the top of this file).
 static __always_inline int croft_watched_cached(u64 pid_tgid, u64 *group) {
     u32 zero = 0, one = 1;
-    u32 *generation = watch_generation.lookup(&zero);
-    u32 *tasks = watch_generation.lookup(&one);
-    struct task_verdicts *last = last_verdicts.lookup(&zero);
+    u32 *generation = bpf_map_lookup_elem(&watch_generation, &zero);
+    u32 *tasks = bpf_map_lookup_elem(&watch_generation, &one);
+    struct task_verdicts *last = bpf_map_lookup_elem(&last_verdicts, &zero);
     if (!generation || !tasks || !last)
         return croft_watched(pid_tgid >> 32, group);
     // Read before the maps they guard: whatever changes those afterwards bumps them afterwards.
     u32 generation_now = *generation, tasks_now = *tasks;
-#ifndef CROFT_MOVES
-    u64 cgroup = bpf_get_current_cgroup_id();
-#endif
-    if (CROFT_VERDICT_HOLDS(&last->slot[0])) {
+    u64 cgroup = croft_setting(moves) ? 0 : bpf_get_current_cgroup_id();
+    if (verdict_holds(&last->slot[0], pid_tgid, cgroup, generation_now, tasks_now)) {
         *group = last->slot[0].group;
         return last->slot[0].watched;
     }
-    if (CROFT_VERDICT_HOLDS(&last->slot[1])) {
+    if (verdict_holds(&last->slot[1], pid_tgid, cgroup, generation_now, tasks_now)) {
         *group = last->slot[1].group;
         return last->slot[1].watched;
     }
-#ifdef CROFT_MOVES
-    u32 watched = croft_watched(pid_tgid >> 32, group);
-#else
-    u32 watched = croft_watched_in(cgroup, pid_tgid >> 32, group);
-#endif
+    u32 watched = croft_setting(moves) ? croft_watched(pid_tgid >> 32, group)
+                                       : croft_watched_in(cgroup, pid_tgid >> 32, group);
     struct task_verdict *made = last->older ? &last->slot[1] : &last->slot[0];
     last->older = !last->older;
-#ifndef CROFT_MOVES
     made->cgroup = cgroup;
-#endif
     made->pid_tgid = pid_tgid;
     made->group = *group;
     made->generation = generation_now;
@@ -231,19 +293,22 @@ static __always_inline int croft_watched_cached(u64 pid_tgid, u64 *group) {
 
 static __always_inline void verdicts_stale(void) {
     u32 one = 1;
-    u32 *tasks = watch_generation.lookup(&one);
+    u32 *tasks = bpf_map_lookup_elem(&watch_generation, &one);
     if (tasks)
         __sync_fetch_and_add(tasks, 1);
 }
 
 static __always_inline void count_ioctl(u32 parity, u32 tgid, struct pt_regs *regs) {
-    u64 fd = 0;
-    // The first syscall argument: on x86-64 in %rdi of the user registers saved at entry.
-    bpf_probe_read_kernel(&fd, sizeof(fd), &PT_REGS_PARM1(regs));
+    // The first syscall argument, from the user registers saved at entry (bpf_tracing.h knows where
+    // each architecture keeps it).
+    u64 fd = PT_REGS_PARM1_CORE_SYSCALL(regs);
     struct ioctl_key key = {.tgid = tgid, .fd = (u32)fd};
     struct ioctl_value zero = {};
-    struct ioctl_value *value = parity ? ioctl_counts_odd.lookup_or_try_init(&key, &zero)
-                                       : ioctl_counts_even.lookup_or_try_init(&key, &zero);
+    struct ioctl_value *value;
+    if (parity)
+        value = croft_lookup_or_try_init(&ioctl_counts_odd, &key, &zero);
+    else
+        value = croft_lookup_or_try_init(&ioctl_counts_even, &key, &zero);
     if (!value) {
         syscalls_count_dropped(CROFT_DROP_IOCTL);
         return;
@@ -255,23 +320,25 @@ static __always_inline void count_ioctl(u32 parity, u32 tgid, struct pt_regs *re
 static __always_inline u64 *syscall_count(u32 parity, struct syscall_key *key) {
     u64 zero = 0;
     if (parity)
-        return syscall_counts_odd.lookup_or_try_init(key, &zero);
-    return syscall_counts_even.lookup_or_try_init(key, &zero);
+        return croft_lookup_or_try_init(&syscall_counts_odd, key, &zero);
+    return croft_lookup_or_try_init(&syscall_counts_even, key, &zero);
 }
 
 static __always_inline u64 *syscall_spill(u32 parity, struct syscall_key *key) {
     u64 zero = 0;
     if (parity)
-        return syscall_overflow_odd.lookup_or_try_init(key, &zero);
-    return syscall_overflow_even.lookup_or_try_init(key, &zero);
+        return croft_lookup_or_try_init(&syscall_overflow_odd, key, &zero);
+    return croft_lookup_or_try_init(&syscall_overflow_even, key, &zero);
 }
 
-RAW_TRACEPOINT_PROBE(sys_enter) {
+// TP_PROTO(struct pt_regs *regs, long id)
+SEC("raw_tp/sys_enter")
+int sys_enter(struct bpf_raw_tracepoint_args *ctx) {
     u32 parity = croft_drain_parity();
     u64 pid_tgid = bpf_get_current_pid_tgid();
     u32 tgid = pid_tgid >> 32;
     long nr = (long)ctx->args[1];
-    if (nr == __NR_ioctl)
+    if (nr == croft_setting(ioctl_nr))
         count_ioctl(parity, tgid, (struct pt_regs *)ctx->args[0]);
     u64 group = 0;
     if (!croft_watched_cached(pid_tgid, &group))
@@ -295,25 +362,28 @@ RAW_TRACEPOINT_PROBE(sys_enter) {
 
 // A new process (not a thread) of a marked process is marked with the same origin. The tracepoint
 // fires in the parent, in copy_process, before the child can run; `pid` is the child's (for a
-// process, its tgid). With bpf/oncpu.c (which then comes first in the module), every new process is
-// also noted as started, and every new task invalidates the marks oncpu.c's CPUs remember.
-TRACEPOINT_PROBE(task, task_newtask) {
+// process, its tgid). With bpf/oncpu.c (which then comes first), every new process is also noted
+// as started, and every new task invalidates the marks oncpu.c's CPUs remember.
+SEC("tp/task/task_newtask")
+int task_newtask(struct trace_event_raw_task_newtask *args) {
     verdicts_stale();  // a new task, thread or not, may have the pid_tgid of a cached verdict
 #ifdef CROFT_ONCPU
-    oncpu_tasks_stale();  // or the task_struct address of one bpf/oncpu.c marked
+    if (croft_setting(oncpu))
+        oncpu_tasks_stale();  // or the task_struct address of one bpf/oncpu.c marked
 #endif
     if (args->clone_flags & CROFT_CLONE_THREAD)
         return 0;
 #ifdef CROFT_ONCPU
-    mark_started((u32)args->pid);
+    if (croft_setting(oncpu))
+        mark_started((u32)args->pid);
 #endif
     u32 parent = bpf_get_current_pid_tgid() >> 32;
-    u32 *origin = watched_tgids.lookup(&parent);
+    u32 *origin = bpf_map_lookup_elem(&watched_tgids, &parent);
     if (!origin)
         return 0;
     u32 child = (u32)args->pid;
     u32 value = *origin;
-    if (watched_tgids.update(&child, &value) != 0)
+    if (bpf_map_update_elem(&watched_tgids, &child, &value, BPF_ANY) != 0)
         syscalls_count_dropped(CROFT_DROP_TGID);
     verdicts_stale();
     return 0;
@@ -323,10 +393,12 @@ TRACEPOINT_PROBE(task, task_newtask) {
 // A task moved to another cgroup: the cached verdicts are stale (its own, with its old cgroup's).
 // It fires once per move (cgroup.procs: the leader, for the whole process; cgroup.threads: the
 // thread), after the move is committed. With bpf/oncpu.c, the moved pid is also noted.
-TRACEPOINT_PROBE(cgroup, cgroup_attach_task) {
+SEC("tp/cgroup/cgroup_attach_task")
+int cgroup_attach_task(struct trace_event_raw_cgroup_migrate *args) {
     verdicts_stale();
 #ifdef CROFT_ONCPU
-    mark_moved((u32)args->pid);
+    if (croft_setting(oncpu))
+        mark_moved((u32)args->pid);
 #endif
     return 0;
 }

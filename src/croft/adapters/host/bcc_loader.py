@@ -1,54 +1,94 @@
-"""Compiling and loading croft's eBPF programs with BCC, and draining their maps.
+"""Compiling and loading croft's eBPF programs with BCC, on a kernel without BTF (step 2 of
+`croft run --ebpf auto`; croft.adapters.host.core_loader is step 1).
 
-Every failure to load becomes one `UserError` sentence naming the cause and the fix; what clang and
-the verifier printed (BCC writes it straight to file descriptor 2) is shown only when `verbose`.
-`bcc` is imported inside functions: importing this module loads nothing.
+BCC compiles the same bpf/*.c as the CO-RE objects, written in libbpf's dialect, after
+`bcc_dialect` rewrites the forms BCC spells its own way. Every failure to load becomes one
+`UserError` sentence naming the cause and the fix; what clang and the verifier printed (BCC writes
+it straight to file descriptor 2) is shown only when `verbose`. `bcc` is imported inside functions:
+importing this module loads nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
-import errno
 import logging
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from croft.adapters.host.bpf_maps import BpfMap
+from croft.adapters.host.ebpf_programs import Features, MapSizes, ProgramSettings, program_dir
+from croft.adapters.host.libbpf import Libbpf, LibbpfMissing
 from croft.errors import UserError
 
-TRACEFS_ROOTS = (Path("/sys/kernel/tracing"), Path("/sys/kernel/debug/tracing"))
-SETUP_HINT = "run scripts/setup-bpf.sh as root"
+SETUP_HINT = "run scripts/setup-bpf.sh bcc as root"
 
 log = logging.getLogger("croft.bcc")
 
 
-def program_dir() -> Path:
-    """The directory of croft's bpf/*.c: package data, so a source checkout (where the repository's
-    `bpf/` links to it) and an installed wheel find the same files."""
-    return Path(str(resources.files("croft") / "bpf"))
-
-
 def program_text(directory: Path, names: Sequence[str]) -> str:
-    """The programs `names` (file stems) of `directory`, concatenated into one BCC module so they
-    compile once."""
+    """The programs `names` (file stems) of `directory`, each as BCC takes it (`bcc_dialect`),
+    concatenated into one BCC module so they compile once."""
     parts = []
     for name in names:
         path = directory / f"{name}.c"
         try:
-            parts.append(f"// {path}\n{path.read_text()}")
+            text = path.read_text()
         except OSError as exc:
             raise UserError(f"cannot read the eBPF program {path}: {exc.strerror}; reinstall croft") from exc
+        try:
+            parts.append(f"// {path}\n{bcc_dialect(text)}")
+        except ValueError as exc:
+            raise UserError(f"the eBPF program {path} is not in croft's dialect: {exc}") from None
     return "\n".join(parts)
 
 
-def has_tracepoint(category: str, event: str) -> bool:
-    """Whether tracefs lists tracepoint `category:event` (False also when tracefs is not mounted)."""
-    return any((root / "events" / category / event).is_dir() for root in TRACEFS_ROOTS)
+# What `bcc_dialect` rewrites: libbpf's spelling -> BCC's. Each pattern takes the form exactly as
+# bpf/*.c writes it (bpf/croft.h says so); anything of libbpf's left over is refused.
+_MAP = re.compile(
+    r"struct \{\s*__uint\(type, BPF_MAP_TYPE_(?P<type>\w+)\);\s*"
+    r"__uint\(max_entries, (?P<entries>\w+)\);\s*"
+    r"__type\(key, (?P<key>[\w ]+)\);\s*"
+    r"__type\(value, (?P<value>[\w ]+)\);\s*"
+    r"\} (?P<name>\w+) SEC\(\"\.maps\"\);"
+)
+_RAW_TP = re.compile(r"SEC\(\"raw_tp/(\w+)\"\)\s*\nint \w+\(struct bpf_raw_tracepoint_args \*ctx\)")
+_TP = re.compile(r"SEC\(\"tp/(\w+)/(\w+)\"\)\s*\nint \w+\(struct trace_event_raw_\w+ \*args\)")
+_ARG = r"([^,()]+(?:\([^()]*\))?)"  # an argument: no comma, at most one call
+_CALLS = (
+    (re.compile(r"bpf_map_lookup_elem\(&(\w+), "), r"\1.lookup("),
+    (re.compile(r"bpf_map_delete_elem\(&(\w+), "), r"\1.delete("),
+    (re.compile(rf"bpf_map_update_elem\(&(\w+), {_ARG}, {_ARG}, BPF_ANY\)"), r"\1.update(\2, \3)"),
+    (re.compile(rf"bpf_map_update_elem\(&(\w+), {_ARG}, {_ARG}, BPF_NOEXIST\)"), r"\1.insert(\2, \3)"),
+    (re.compile(r"croft_lookup_or_try_init\(&(\w+), "), r"\1.lookup_or_try_init("),
+)
+_LEFT_OVER = re.compile(r"bpf_map_\w+\(|croft_lookup_or_try_init\(&|\bSEC\(")
+
+
+def bcc_dialect(text: str) -> str:
+    """`text` (bpf/*.c, libbpf's dialect) as BCC takes it: BTF map definitions become BPF_TABLE(),
+    helper calls on `&map` BCC's map methods, and SEC("raw_tp/...") and SEC("tp/.../...") programs
+    BCC's RAW_TRACEPOINT_PROBE and TRACEPOINT_PROBE (whose args BCC reads from tracefs). A form it
+    does not know raises ValueError, naming it."""
+    text = _MAP.sub(
+        lambda m: f'BPF_TABLE("{m["type"].lower()}", {m["key"]}, {m["value"]}, {m["name"]}, {m["entries"]});',
+        text,
+    )
+    text = _RAW_TP.sub(r"RAW_TRACEPOINT_PROBE(\1)", text)
+    text = _TP.sub(r"TRACEPOINT_PROBE(\1, \2)", text)
+    for pattern, replacement in _CALLS:
+        text = pattern.sub(replacement, text)
+    left = _LEFT_OVER.search(text)
+    if left is not None:
+        line = text[: left.start()].count("\n") + 1
+        end = text.find("\n", left.start())
+        raise ValueError(f"line {line}: BCC cannot take {text[left.start() : end].strip()!r}")
+    return text
 
 
 def check_can_load(release: str, modules_root: Path) -> None:
@@ -104,17 +144,17 @@ def _load_error(message: str, output: str, *, source: Path, release: str, verbos
     def see(what: str) -> str:
         return f"{what} is above" if verbose else f"rerun with --verbose to see {what}"
 
+    if "Operation not permitted" in message or "Operation not permitted" in output:
+        return UserError(
+            "the kernel refused to load croft's eBPF programs (Operation not permitted): run croft run as "
+            "root, or in a container with CAP_BPF and CAP_PERFMON"
+        )
     if "Failed to compile" in message:
         if "kernel headers" in output:
             return UserError(f"BCC found no kernel headers for Linux {release}: {SETUP_HINT}")
         return UserError(
             f"the eBPF programs in {source} do not compile against the headers in "
             f"/lib/modules/{release}/build: {see('what clang said')}"
-        )
-    if "Operation not permitted" in message:
-        return UserError(
-            "the kernel refused to load eBPF programs (root with CAP_BPF, CAP_PERFMON and "
-            "CAP_SYS_ADMIN is needed): run croft run as root, in a privileged container"
         )
     if "Failed to load" in message:
         program = message.split("program", 1)[-1].split(":", 1)[0].strip(" b'")
@@ -130,97 +170,64 @@ def _load_error(message: str, output: str, *, source: Path, release: str, verbos
     return UserError(f"loading croft's eBPF programs failed ({message}): {see('what BCC said')}")
 
 
-class Drain:
-    """Reads and deletes every entry of one BPF hash map per call, each entry atomically
-    (BPF_MAP_LOOKUP_AND_DELETE_BATCH, Linux 5.6+), so no increment falls between a read and a
-    clear. The key and value buffers are allocated once, at the largest capacity of `tables` (maps of
-    one key and value type: a pair drained by turns, `which` naming the one a call drains)."""
+class BccPrograms:
+    """bpf/*.c compiled by BCC against the running kernel's headers and attached (a `LoadedPrograms`):
+    BCC's own RAW_TRACEPOINT_PROBE and TRACEPOINT_PROBE attach on load, so only the files whose
+    tracepoints the kernel has are compiled, and the parts a file serves others are switched by
+    defines (CROFT_ONCPU, CROFT_MOVES). Its maps are read through libbpf's map calls, by fd."""
 
-    def __init__(self, *tables: Any) -> None:
-        self._tables = tables
-        self._capacity = max(int(table.max_entries) for table in tables)
-        self._keys = (tables[0].Key * self._capacity)()
-        self._values = (tables[0].Leaf * self._capacity)()
+    def __init__(
+        self,
+        settings: ProgramSettings,
+        sizes: MapSizes | None = None,
+        *,
+        directory: Path | None = None,
+        modules_root: Path = Path("/lib/modules"),
+        verbose: bool = False,
+    ) -> None:
+        release = os.uname().release
+        check_can_load(release, modules_root)
+        try:
+            self._lib = Libbpf.open()
+        except LibbpfMissing as exc:
+            raise UserError(f"{exc.strerror}: croft reads BCC's maps through it too") from None
+        self.features: Features = settings.features
+        directory = directory if directory is not None else program_dir()
+        self.description = f"BCC, {directory} compiled against /lib/modules/{release}/build"
+        features = settings.features
+        stems: tuple[str, ...] = ("syscalls",)
+        if features.net:
+            stems = (*stems, "net")
+        if features.ingress:
+            stems = (*stems, "ingress")
+        if features.oncpu:
+            stems = ("oncpu", *stems)  # syscalls.c's task_newtask probe marks `started` (CROFT_ONCPU)
+        text = program_text(directory, stems)
+        cflags = [
+            "-DCROFT_BCC",
+            f"-I{directory}",
+            *(sizes or MapSizes()).cflags(),
+            *(f"-DCROFT_SETTING_{name}={value}" for name, value in settings.values().items()),
+            *(("-DCROFT_ONCPU",) if features.oncpu else ()),
+            *(("-DCROFT_MOVES",) if features.moves else ()),
+        ]
+        self._bpf: Any = load(text, cflags, source=directory, release=release, verbose=verbose)
+        self._maps: dict[str, BpfMap] = {}
 
-    def __call__(self, which: int = 0) -> Iterator[tuple[Any, Any]]:
-        """(key, value) pairs: ctypes structs viewing the buffers (copy what you keep before the next
-        call), or plain ints for integer keys and values."""
-        total = self._drain(self._tables[which])
-        for index in range(total):
-            yield self._keys[index], self._values[index]
-
-    def raw(self, which: int = 0) -> tuple[bytes, bytes]:
-        """The drained keys and values as packed bytes (for `struct.iter_unpack`: a few hundred ns
-        an entry, where ctypes structs cost microseconds)."""
-        table = self._tables[which]
-        total = self._drain(table)
-        key_size, value_size = ctypes.sizeof(table.Key), ctypes.sizeof(table.Leaf)
-        return (
-            ctypes.string_at(self._keys, key_size * total),
-            ctypes.string_at(self._values, value_size * total),
-        )
-
-    def _drain(self, table: Any) -> int:
-        from bcc.libbcc import lib
-
-        key_size = ctypes.sizeof(table.Key)
-        value_size = ctypes.sizeof(table.Leaf)
-        capacity = int(table.max_entries)
-        in_batch, out_batch, count = ctypes.c_uint32(0), ctypes.c_uint32(0), ctypes.c_uint32(0)
-        total = 0
-        while total < capacity:
-            count.value = capacity - total
-            result = lib.bpf_lookup_and_delete_batch(
-                table.map_fd,
-                ctypes.byref(in_batch) if total else None,
-                ctypes.byref(out_batch),
-                ctypes.byref(self._keys, key_size * total),
-                ctypes.byref(self._values, value_size * total),
-                ctypes.byref(count),
+    def map(self, name: str) -> BpfMap:
+        found = self._maps.get(name)
+        if found is None:
+            table = self._bpf[name.encode()]
+            found = self._maps[name] = BpfMap(
+                name=name,
+                fd=int(table.map_fd),
+                key_size=ctypes.sizeof(table.Key),
+                # a per-CPU table's Leaf is BCC's array over CPUs, sLeaf one CPU's value
+                value_size=ctypes.sizeof(getattr(table, "sLeaf", table.Leaf)),
+                max_entries=int(table.max_entries),
+                lib=self._lib,
             )
-            code = (ctypes.get_errno() or -result) if result != 0 else 0
-            total += count.value
-            if code in (errno.ENOENT, errno.ENOSPC):
-                break  # the end of the map; or a bucket larger than the room left: next poll's
-            if code != 0:
-                raise OSError(code, f"BPF_MAP_LOOKUP_AND_DELETE_BATCH: {os.strerror(code)}")
-            if count.value == 0:
-                break
-            in_batch.value = out_batch.value
-        return total
+        return found
 
-
-# membarrier(2)'s syscall number by machine (arch/x86/entry/syscalls/syscall_64.tbl,
-# include/uapi/asm-generic/unistd.h), and its MEMBARRIER_CMD_GLOBAL (include/uapi/linux/membarrier.h).
-MEMBARRIER_NR = {"x86_64": 324, "aarch64": 283}
-MEMBARRIER_CMD_GLOBAL = 1
-LOSS = "a count made while its map is drained may be lost"
-
-
-class ProgramBarrier:
-    """Waits until every eBPF program run that began before the call has ended: membarrier
-    (MEMBARRIER_CMD_GLOBAL), which runs synchronize_rcu() when more than one CPU is online
-    (kernel/sched/membarrier.c), and tracepoint programs run inside rcu_read_lock()
-    (kernel/trace/bpf_trace.c).
-    Where the syscall is missing (another machine, a nohz_full kernel: EINVAL) it says so once, as a
-    warning, and returns at once: an increment racing a drain may then be lost."""
-
-    def __init__(self, machine: str | None = None) -> None:
-        machine = machine if machine is not None else os.uname().machine
-        self._nr = MEMBARRIER_NR.get(machine)
-        self._libc = ctypes.CDLL(None, use_errno=True)
-        if self._nr is None:
-            log.warning("no membarrier syscall number for %s: %s", machine, LOSS)
-
-    def __call__(self) -> None:
-        if self._nr is None:
-            return
-        if self._libc.syscall(self._nr, MEMBARRIER_CMD_GLOBAL, 0, 0) != 0:
-            log.warning("membarrier(MEMBARRIER_CMD_GLOBAL): %s: %s", os.strerror(ctypes.get_errno()), LOSS)
-            self._nr = None
-
-
-def per_cpu_total(table: Any, slots: Sequence[int] = (0,)) -> int:
-    """The sum over CPUs and over `slots` of a BPF_PERCPU_ARRAY (slots past its size count 0)."""
-    size = int(table.max_entries)
-    return sum(int(v) for slot in slots if slot < size for v in table[slot])
+    def close(self) -> None:
+        self._bpf.cleanup()

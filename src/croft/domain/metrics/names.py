@@ -49,6 +49,7 @@ The collector's own health:
 | `croft_compression_backlog_segments` | closed segments waiting to be compressed |
 | `croft_compression_failures_total` | segment compressions that failed (retried later) |
 | `croft_live_files_lost_total` | times the live file was renamed or deleted under the collector |
+| `croft_ebpf_mode` | 1, label `mode`: the eBPF loader (`core`, `bcc`, or `off`: none); live only |
 | `croft_poll_seconds` | histogram of poll durations since the collector started |
 | `croft_build_info` | 1, label `version` |
 
@@ -101,6 +102,7 @@ COMPRESSION_BACKLOG_SEGMENTS = "croft_compression_backlog_segments"
 COMPRESSION_FAILURES_TOTAL = "croft_compression_failures_total"
 LIVE_FILES_LOST_TOTAL = "croft_live_files_lost_total"
 POLL_SECONDS = "croft_poll_seconds"
+EBPF_MODE = "croft_ebpf_mode"
 BUILD = "croft_build"  # prometheus_client's Info writes it as croft_build_info
 
 LABEL_CONTAINER_ID = "container_id"
@@ -111,6 +113,7 @@ LABEL_POD_UID = "pod_uid"
 LABEL_POD = "pod"
 LABEL_NAMESPACE = "namespace"
 LABEL_SIGNAL = "signal"
+LABEL_MODE = "mode"
 LABEL_GPU = "gpu"
 LABEL_ENGINE = "engine"
 OTHER_SYSCALLS = "other"
@@ -165,6 +168,7 @@ HELP: dict[str, str] = {
         "Times the collector found its live file renamed or deleted under it and started a new one."
     ),
     POLL_SECONDS: "Seconds each poll took, from reading the sources to writing its rows.",
+    EBPF_MODE: "1, labelled with the eBPF loader counting syscalls: core, bcc, or off (no eBPF).",
 }
 
 COLLECTOR_POLL_S = 2.0

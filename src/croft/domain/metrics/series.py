@@ -54,7 +54,8 @@ class GroupValues:
 
 @attrs.frozen
 class Health:
-    """What the shell measured or counted: seconds the poll took, the dataset writer's counters."""
+    """What the shell measured or counted: seconds the poll took, the dataset writer's counters;
+    the eBPF loader in use (`ebpf_mode`; None in a replay)."""
 
     poll_duration_s: float
     rows_written_total: int
@@ -62,6 +63,7 @@ class Health:
     compression_backlog_segments: int
     compression_failures_total: int
     live_files_lost_total: int = 0
+    ebpf_mode: str | None = None
 
 
 @attrs.frozen
@@ -179,10 +181,16 @@ def series(
     drops = previous.map_drops_total + max(poll.kernel.dropped_entries, 0)
     memory = MetricsMemory(groups, drops, counters, poll.at.monotonic_ns)
     samples = _samples(groups, poll.at.unix_ms, health, memory.map_drops_total)
+    mode = (
+        ()
+        if health.ebpf_mode is None
+        else (Sample(names.EBPF_MODE, ((names.LABEL_MODE, health.ebpf_mode),), 1.0),)
+    )
     return (
         *samples[: -len(HEALTH_NAMES)],
         *_counter_samples(groups, counters, pods or {}),
         *samples[-len(HEALTH_NAMES) :],
+        *mode,
     ), memory
 
 
