@@ -14,6 +14,7 @@ from tests.helpers.spec_keys import PROFILE_KEYS
 
 from croft.domain.dataset import codec
 from croft.domain.dataset.row import Row
+from croft.domain.utc import iso_ms
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "datasets"
 KEYS = PROFILE_KEYS
@@ -45,7 +46,8 @@ def test_a_prefix_profiles_the_container_with_the_keys_of_the_issue() -> None:
     assert list(got) == KEYS
     assert got["container_id"] == cid and got["nodes"] == ["gpu-a"]
     assert 0 <= got["gpu_poll_share"] <= 1
-    for key in KEYS[7:]:
+    assert (got["from_time"], got["to_time"]) == (iso_ms(got["from_ms"]), iso_ms(got["to_ms"]))
+    for key in KEYS[KEYS.index("cpu_cores") :]:
         spread = got[key]
         assert list(spread) == ["mean", "p95", "max"] and spread["p95"] <= spread["max"]
 

@@ -124,3 +124,23 @@ def test_batch_mode_reprints_every_interval_and_ends_cleanly_on_ctrl_c(dataset: 
     assert headers == 2
     assert proc.returncode == 0
     assert "Traceback" not in err
+
+
+def test_at_takes_the_time_croft_printed_and_refuses_times_outside_the_data(dataset: Path) -> None:
+    """The header's `2026-10-20 14:19:12 UTC`, given back to --at, shows that poll; an age (`10m`)
+    and a time past the data are refused alike, naming the nearest poll."""
+    printed = croft("top", "--once", "--dataset", str(dataset)).stdout.splitlines()[0]
+    when = re.search(r"poll (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC)", printed)
+    assert when, printed
+    back = croft("top", "--once", "--at", when.group(1), "--dataset", str(dataset))
+    assert back.returncode == 0, back.stderr
+    assert f"poll {when.group(1)}" in back.stdout.splitlines()[0]
+    for at in ("10m", "2026-10-20 14:20:00 UTC"):  # a minute after the last poll
+        out = croft("top", "--once", "--at", at, "--dataset", str(dataset))
+        assert out.returncode == 1 and out.stdout == "", out
+        assert re.fullmatch(
+            rf"croft: \S+ has no poll within 10 s of --at {at} \([^)]+ UTC\): "
+            r"(the nearest poll is [^;]+|no poll between [^;]+); give an --at time the dataset covers "
+            r"\(croft stats shows its span\)\n",
+            out.stderr,
+        ), out.stderr

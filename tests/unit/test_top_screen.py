@@ -15,6 +15,7 @@ from croft.domain.top.keys import Screen, decode_keys, hint_line, press
 from croft.domain.top.layout import layout, lines
 from croft.domain.top.replay import Replay
 from croft.domain.top.table import HELD_POLLS, NodePoll, View, build_table, stopped_note, to_json
+from croft.domain.utc import iso_ms, readable
 from tests.helpers.rows import T0_MS, make_row
 
 MANY_CALLS = tuple(
@@ -373,11 +374,12 @@ def test_replay_gives_each_node_its_poll_at_a_time_with_the_held_ones_before() -
 
 def test_top_json_lists_every_held_process() -> None:
     out = to_json([golden_like()])
-    assert out["polls"] == [{"node": "gpu-a", "unix_ms": T0_MS}]
+    assert out["polls"] == [{"node": "gpu-a", "unix_ms": T0_MS, "time": "2026-10-20T14:19:10.473Z"}]
     processes = out["processes"]
     assert isinstance(processes, list)
     assert [p["pid"] for p in processes] == [3, 2, 1, 4]
     assert processes[-1]["idle"] is True and processes[-1]["cpu_cores"] == 0.0
+    assert [p["row_time"] for p in processes] == [iso_ms(p["row_unix_ms"]) for p in processes]
     assert processes[0]["syscalls"][0] == {"name": "clock_nanosleep", "rate_per_sec": 9000.0}
 
 
@@ -390,6 +392,9 @@ NOW = 1_792_505_950_473  # 2026-10-20T14:19:10.473Z
         ("2026-10-20T14:19:10.473Z", NOW),
         ("2026-10-20T16:19:10.473+02:00", NOW),
         ("2026-10-20 14:19:10.473", NOW),
+        ("2026-10-20 14:19:10.473 UTC", NOW),  # what croft prints, read back
+        ("2026-10-20 14:19:10 UTC", NOW - 473),
+        ("2026-10-20T14:19:10utc", NOW - 473),
         ("2026-10-20", NOW - (14 * 3600 + 19 * 60 + 10) * 1000 - 473),
         ("10m", NOW - 600_000),
         ("10m ago", NOW - 600_000),
@@ -403,12 +408,42 @@ def test_times_as_users_type_them(text: str, expected: int) -> None:
     assert parse_time(text, NOW) == expected
 
 
-@pytest.mark.parametrize("text", ["yesterday", "10 parsecs", "", "2026-13-01T00:00:00Z", "-5m"])
+@pytest.mark.parametrize(
+    "text", ["yesterday", "10 parsecs", "", "2026-13-01T00:00:00Z", "-5m", "UTC", "2026-10-20 25:00 UTC"]
+)
 def test_a_bad_time_names_the_forms_accepted(text: str) -> None:
-    with pytest.raises(BadTime, match=r"is not a time; give one as e\.g\. 2026-10-20T14:20:00Z, 10m"):
+    with pytest.raises(BadTime, match=r"is not a time; give one as e\.g\. 2026-10-20T14:20:00Z, 2026-10-20"):
         parse_time(text, NOW)
+
+
+def test_a_time_with_two_zones_is_refused() -> None:
+    with pytest.raises(BadTime, match="names two time zones"):
+        parse_time("2026-10-20T14:19:10+02:00 UTC", NOW)
+
+
+@given(st.integers(0, 253_402_300_799_999))
+def test_every_time_croft_prints_reads_back(unix_ms: int) -> None:
+    """What top's header, stats' first/last and the tables print, and the RFC 3339 of the JSON
+    outputs, given back to --at, --from or --to name the same instant (to the second printed)."""
+    assert parse_time(readable(unix_ms, ms=True), NOW) == unix_ms
+    assert parse_time(readable(unix_ms), NOW) == unix_ms - unix_ms % 1000
+    assert parse_time(iso_ms(unix_ms), NOW) == unix_ms
 
 
 @given(st.integers(0, 10**6), st.sampled_from(["s", "m", "h", "d"]))
 def test_a_duration_is_its_number_times_its_unit(n: int, unit: str) -> None:
     assert duration_ms(f"{n}{unit}") == n * {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}[unit]
+
+
+def test_at_shows_the_nearest_poll_or_none_outside_the_data() -> None:
+    """--at names a poll within 10 s of it, however it was typed: a time croft printed to the
+    second finds the poll inside that second, and a time before, after or between the polls by more
+    than that finds none (an age like `10m` on a younger dataset included)."""
+    replay = Replay.of([("a", make_row(1, T0_MS + 2000 * k)) for k in range(5)])
+    printed = T0_MS - T0_MS % 1000  # "2026-10-20 14:19:10 UTC": the first poll is .473 later
+    assert replay.nearest(printed) == 0 and replay.nearest(T0_MS + 4100) == 2
+    assert replay.nearest(T0_MS + 3000) == 1  # as near to both: the earlier
+    assert replay.nearest(T0_MS - 10_000) == 0 and replay.nearest(T0_MS + 8000 + 10_000) == 4
+    assert replay.nearest(T0_MS - 10_001) is None and replay.nearest(T0_MS + 8000 + 10_001) is None
+    assert replay.nearest(T0_MS - 9 * 60_000) is None  # `--at 10m` on a minute-old dataset
+    assert Replay.of([]).nearest(T0_MS) is None

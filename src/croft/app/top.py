@@ -145,7 +145,8 @@ def _notes(snapshot: TopSnapshot) -> str:
 def _replay(path: Path, node: str, at: str, now_ms: int) -> tuple[Replay, int]:
     from croft import dataset
     from croft.domain.times import BadTime, parse_time
-    from croft.domain.top.replay import Replay
+    from croft.domain.top.cells import age, utc_time
+    from croft.domain.top.replay import AT_TOLERANCE_MS, Replay
 
     try:
         at_ms = parse_time(at, now_ms)
@@ -156,15 +157,22 @@ def _replay(path: Path, node: str, at: str, now_ms: int) -> tuple[Replay, int]:
         replay = Replay.of(rows)
     except OSError as exc:
         raise UserError(f"cannot read {exc.filename or path}: {exc.strerror}") from exc
-    if not replay.times:
-        from croft.domain.top.cells import utc_time
-
+    index = replay.nearest(at_ms)
+    if index is None:
+        # the same answer for a time typed as a time and as an age (10m): the data must cover it
+        when = f"--at {at} ({utc_time(at_ms)})"
+        if replay.times:
+            nearest = min(replay.times, key=lambda t: abs(t - at_ms))
+            gap = age(abs(nearest - at_ms)).removesuffix(" ago")
+            side = "later" if nearest > at_ms else "earlier"
+            found = f"the nearest poll is {gap} {side}, {utc_time(nearest)}"
+        else:
+            found = f"no poll between {utc_time(at_ms - AT_BEFORE_MS)} and {utc_time(at_ms + AT_AFTER_MS)}"
         raise UserError(
-            f"{path} has no poll between {utc_time(at_ms - AT_BEFORE_MS)} and "
-            f"{utc_time(at_ms + AT_AFTER_MS)}; "
+            f"{path} has no poll within {AT_TOLERANCE_MS // 1000} s of {when}: {found}; "
             "give an --at time the dataset covers (croft stats shows its span)"
         )
-    return replay, replay.index_at(at_ms)
+    return replay, index
 
 
 def _print_once(

@@ -3,7 +3,8 @@
 The row's nesting is kept: `process`, `usage` and `cgroup_usage` are structs, `syscalls` a list of
 (name, rate_per_sec) structs, `short_lived` a nullable struct of `processes` and such a list,
 `ingress` a nullable struct of its numbers.
-`unix_ms` is a timestamp in milliseconds, UTC (int64 on disk); ids, names and paths are
+`unix_ms` stays the row's integer (so `WHERE unix_ms > 1792506000000` compares numbers) and `time` is
+the same instant as a UTC millisecond timestamp; ids, names and paths are
 dictionary-encoded strings. The partition columns `node` and `hour` live in the
 directory names (hive partitioning), not in the files.
 """
@@ -85,7 +86,8 @@ INGRESS = pa.struct(
 )
 SCHEMA = pa.schema(
     [
-        pa.field("unix_ms", pa.timestamp("ms", tz="UTC"), nullable=False),
+        pa.field("unix_ms", pa.int64(), nullable=False),
+        pa.field("time", pa.timestamp("ms", tz="UTC"), nullable=False),
         pa.field("tgid", pa.int64(), nullable=False),
         pa.field("process", PROCESS, nullable=False),
         pa.field("workload", _DICT, nullable=False),
@@ -133,9 +135,7 @@ _TOP = pa.struct(
 def table_of(rows: Sequence[Row] | Sequence[Any]) -> pa.Table:
     """The rows (`Row` values, or the fast readers' structs of the same fields) as one Arrow table
     of `SCHEMA`, in the order given."""
-    unix_ms, tgid, workload, ioctl_count, since_last = _columns(
-        rows, pa.struct([pa.field("unix_ms", pa.int64()), *list(_TOP)[1:]])
-    )
+    unix_ms, tgid, workload, ioctl_count, since_last = _columns(rows, _TOP)
     names: list[str] = []
     rates: list[float] = []
     offsets = [0]
@@ -149,6 +149,7 @@ def table_of(rows: Sequence[Row] | Sequence[Any]) -> pa.Table:
     )
     syscalls = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), calls)
     columns = [
+        unix_ms,
         unix_ms.cast(pa.timestamp("ms", tz="UTC")),
         tgid,
         _struct([r.process for r in rows], PROCESS),

@@ -11,6 +11,7 @@ from typing import Any
 import attrs
 
 from croft.domain.dataset.skips import SkipTally
+from croft.domain.utc import rfc3339
 
 
 @attrs.frozen
@@ -34,7 +35,9 @@ class ContainerEntry:
             "framework": self.framework,
             "nodes": list(self.nodes),
             "first_ms": self.first_ms,
+            "first_time": rfc3339(self.first_ms),
             "last_ms": self.last_ms,
+            "last_time": rfc3339(self.last_ms),
             "rows": self.rows,
         }
 

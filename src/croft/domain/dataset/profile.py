@@ -18,6 +18,7 @@ import attrs
 
 from croft.domain.dataset.skips import SkipTally
 from croft.domain.dataset.workloads import GPU_WORKLOADS
+from croft.domain.utc import rfc3339
 
 MIN_PREFIX = 4
 METRICS = ("cpu_cores", "memory_bytes", "cpu_throttled_fraction", "cpu_pressure_avg10")
@@ -224,7 +225,9 @@ class Profile:
         out: dict[str, Any] = {
             "container_id": self.container_id,
             "from_ms": self.from_ms,
+            "from_time": rfc3339(self.from_ms),
             "to_ms": self.to_ms,
+            "to_time": rfc3339(self.to_ms),
             "nodes": list(self.nodes),
             "polls": self.polls,
             "processes": self.processes,

@@ -29,6 +29,7 @@ from croft.domain.top.cells import (
     truncate,
     utc_time,
 )
+from croft.domain.utc import iso_ms
 
 HELD_POLLS = 15
 """Polls a process's latest row is held for: the collector's idle rows come every 15 polls."""
@@ -298,7 +299,7 @@ def to_json(polls: Sequence[NodePoll], view: View | None = None) -> dict[str, ob
     items = [item for poll in polls for item in held(poll)]
     ordered = sorted((i for i in items if matches(i, view.filter)), key=lambda i: _order(i, view.sort))
     return {
-        "polls": [{"node": p.node, "unix_ms": p.unix_ms} for p in polls],
+        "polls": [{"node": p.node, "unix_ms": p.unix_ms, "time": iso_ms(p.unix_ms)} for p in polls],
         "processes": [
             {
                 "node": item.node,
@@ -310,6 +311,7 @@ def to_json(polls: Sequence[NodePoll], view: View | None = None) -> dict[str, ob
                 "workload": item.row.workload,
                 "idle": item.idle,
                 "row_unix_ms": item.row.unix_ms,
+                "row_time": iso_ms(item.row.unix_ms),
                 "cpu_cores": item.cpu_cores,
                 "rss_bytes": item.row.usage.rss_bytes,
                 "network_bytes_s": 0.0
