@@ -7,7 +7,7 @@ STATS_KEYS = [
     "rows",
     "skipped_lines",
     "first_ms",
-    "first_time",  # RFC 3339 beside each unix-ms time (issue 31)
+    "first_time",  # RFC 3339 beside each unix-ms time
     "last_ms",
     "last_time",
     "polls",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -80,18 +81,43 @@ def test_docker_without_an_engine_says_so_in_one_sentence(tmp_path: Path) -> Non
     assert out.stderr.startswith("croft: no Docker engine here") and out.stderr.count("\n") == 1
 
 
+DAEMON_DOWN = (
+    "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?"
+)
+
+
 def test_docker_engine_refusing_is_reported(tmp_path: Path) -> None:
-    fake = tmp_path / "docker"
-    fake.write_text(
-        "#!/bin/sh\necho 'Cannot connect to the Docker daemon at unix:///var/run/docker.sock' >&2\nexit 1\n"
+    """docker's last words are its advice (`Run 'docker run --help' ...`): the cause, the line
+    before them, is what croft says. With the real docker command and no engine where this machine
+    has them (no engine here), else a stand-in printing what docker 27 prints."""
+    env = dict(os.environ)
+    real = shutil.which("docker")
+    engine = (
+        real is not None and subprocess.run([real, "info"], capture_output=True, check=False).returncode == 0
     )
-    fake.chmod(0o755)
-    out = croft("deploy", "docker", env={**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"})
-    assert out.returncode == 1
+    if real is None or engine:
+        fake = tmp_path / "docker"
+        fake.write_text(
+            f"#!/bin/sh\necho 'docker: {DAEMON_DOWN}' >&2\necho >&2\n"
+            "echo \"Run 'docker run --help' for more information\" >&2\nexit 125\n"
+        )
+        fake.chmod(0o755)
+        env["PATH"] = f"{tmp_path}:{os.environ['PATH']}"
+    out = croft("deploy", "docker", "--image", "croft-collector:none", env=env)
+    assert out.returncode == 1 and out.stdout == ""
     assert out.stderr == (
-        "croft: docker run failed: Cannot connect to the Docker daemon at unix:///var/run/docker.sock; "
-        "fix that and run croft deploy docker again\n"
+        f"croft: docker run failed: {DAEMON_DOWN}; fix that and run croft deploy docker again\n"
     )
+
+
+def test_the_cause_is_docker_s_last_line_but_its_advice() -> None:
+    from croft.adapters.kube.docker import cause
+
+    assert cause(
+        "docker: Error response from daemon: No such image: x.\nSee 'docker run --help'.\n", 125
+    ) == ("Error response from daemon: No such image: x.")
+    assert cause("Run 'docker run --help' for more information\n", 125) == "exit status 125"
+    assert cause("", 1) == "exit status 1"
 
 
 def test_docker_runs_the_argv_without_a_shell(tmp_path: Path) -> None:

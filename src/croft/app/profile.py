@@ -7,7 +7,15 @@ from typing import Annotated
 
 from cyclopts import Parameter
 
-from croft.app.options import DEFAULT_DATASET, DatasetOpt, FromOpt, ToOpt, window
+from croft.app.options import (
+    DEFAULT_DATASET,
+    DatasetOpt,
+    FromOpt,
+    ToOpt,
+    dataset_from_environment,
+    dataset_text,
+    window,
+)
 from croft.errors import UserError
 
 SHOWN_IDS = 10  # an ambiguous prefix lists at most this many of the ids it matches
@@ -20,8 +28,13 @@ PROFILE_INLINE_BYTES = 256 << 20
 
 def profile(
     container_id: Annotated[
-        str | None, Parameter(help="a container id, or a prefix of at least 4 hex digits")
+        str | None,
+        Parameter(
+            help="a container id, or a prefix of at least 4 hex digits; with --cgroup or --pid, "
+            "leave it out: the one positional argument is then the dataset"
+        ),
     ] = None,
+    dataset: DatasetOpt = DEFAULT_DATASET,
     *,
     cgroup: Annotated[
         str | None,
@@ -35,7 +48,6 @@ def profile(
             help="profile one process instead: its own CPU and RSS, its cgroup's throttling and pressure"
         ),
     ] = None,
-    dataset: DatasetOpt = DEFAULT_DATASET,
     from_: FromOpt = None,
     to: ToOpt = None,
     from_ms: Annotated[int | None, Parameter(help="start of the window, unix ms, inclusive")] = None,
@@ -51,6 +63,15 @@ def profile(
     from croft.app.console import report_skips
     from croft.domain.dataset.profile import Subject, prefix_error, subject_profile
 
+    if container_id is not None and (cgroup is not None or pid is not None):
+        # `croft profile --cgroup PATH DATASET`: the subject is an option, so the one positional
+        # argument is the dataset (as in `croft stats DATASET`)
+        if dataset != dataset_from_environment():
+            raise UserError(
+                f"give the dataset once: {container_id!r} and --dataset {dataset} both name one "
+                "(a container id and --cgroup or --pid cannot both name the subject)"
+            )
+        dataset, container_id = dataset_text(container_id), None
     given = [
         name
         for name, value in (("a container id", container_id), ("--cgroup", cgroup), ("--pid", pid))

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 from cyclopts import Parameter
 
-from croft.app.options import DEFAULT_DATASET
+from croft.app.options import DEFAULT_DATASET, DatasetOpt
 from croft.domain.utc import readable
 from croft.errors import UserError
 
@@ -25,12 +25,7 @@ SIDE_BY_SIDE_WIDTH = 80  # the three tables stand side by side from this width o
 
 
 def stats(
-    path: Annotated[
-        Path,
-        Parameter(
-            env_var="DATASET_PATH", help="a file, a dataset directory or a directory of per-node directories"
-        ),
-    ] = DEFAULT_DATASET,
+    path: DatasetOpt = DEFAULT_DATASET,
     *,
     json: Annotated[
         bool, Parameter(negative=(), help="print one JSON object instead of the summary")

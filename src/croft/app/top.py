@@ -31,8 +31,8 @@ ASCII_SYMBOLS = str.maketrans({"…": "~", "·": "|", "↑": "^", "↓": "v", "�
 
 
 def top(
-    *,
     dataset: DatasetOpt = DEFAULT_DATASET,
+    *,
     interval: Annotated[float, Parameter(help="seconds between refreshes; q or Ctrl-C quits")] = 2.0,
     once: Annotated[bool, Parameter(negative=(), help="print once and exit")] = False,
     json: Annotated[bool, Parameter(negative=(), help="print the processes once as one JSON object")] = False,
