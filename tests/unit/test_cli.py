@@ -168,7 +168,7 @@ def test_each_commands_help_line_is_what_readme_and_the_commands_page_say() -> N
     app = build_app()
     helps = {name: app[name].help for name in app if not name.startswith("-")}
     repo = Path(__file__).resolve().parents[2]
-    for page in (repo / "README.md", repo / "docs" / "commands.md"):
+    for page in (repo / "README.md", repo / "docs/commands.md"):
         rows = _table_rows(page.read_text())
         assert set(rows) == set(helps), page.name
         for name, line in helps.items():
