@@ -62,6 +62,7 @@ bench: $(STAMP) bpf-setup
 	$(BIN)/python benchmarks/summaries.py
 	$(BIN)/python benchmarks/ebpf_overhead.py
 	$(BIN)/python benchmarks/rotation.py
+	$(BIN)/python benchmarks/cmdline_cost.py
 	$(BIN)/python benchmarks/collector.py
 	$(BIN)/python benchmarks/scale.py
 	# The simulated answer: HPA vs croft scale on the bursts, N seeds, table + PNG (labs/research/experiment).

@@ -11,6 +11,7 @@ from croft.domain.dataset.row import (
     WORKLOADS,
     CgroupUsage,
     Ingress,
+    Pod,
     Process,
     Row,
     SyscallRate,
@@ -28,6 +29,7 @@ processes = st.builds(
     Process,
     comm=text,
     exe=text,
+    cmdline=st.none() | st.text(max_size=256),
     cgroup=text,
     container_id=st.none() | hex_ids,
     cwd=text,
@@ -68,6 +70,7 @@ ingresses = st.builds(
     tcp_data_segments_s=st.none() | rates,
     tcp_connections_s=st.none() | rates,
 )
+pods = st.builds(Pod, namespace=text, name=text, container=st.none() | text)
 syscall_rates = st.builds(SyscallRate, name=st.text(min_size=1, max_size=24), rate_per_sec=rates)
 
 
@@ -87,6 +90,7 @@ def rows(draw: st.DrawFn) -> Row:
         label=draw(st.none() | text),
         ingress=draw(st.none() | ingresses),
         node=draw(st.none() | text),
+        pod=draw(st.none() | pods),
     )
 
 

@@ -9,7 +9,16 @@ import pytest
 from hypothesis import given
 
 from croft.domain.dataset import codec
-from croft.domain.dataset.row import CgroupUsage, Ingress, Process, Row, ShortLived, SyscallRate, Usage
+from croft.domain.dataset.row import (
+    CgroupUsage,
+    Ingress,
+    Pod,
+    Process,
+    Row,
+    ShortLived,
+    SyscallRate,
+    Usage,
+)
 from tests.helpers import strategies as s
 
 # The example row of docs/dataset.md, with the elided ids written out.
@@ -20,6 +29,7 @@ SPEC_EXAMPLE = """{
   "process": {
     "comm": "python",
     "exe": "/usr/local/bin/python3.12",
+    "cmdline": "python train.py --epochs 10",
     "cgroup": "/system.slice/docker-33813f5d0c8e4a1bb0f2e5d7a9c3b1e4f6a8d0c2e4b6a8f0d2c4e6a8b0d2f4e6.scope",
     "container_id": "33813f5d0c8e4a1bb0f2e5d7a9c3b1e4f6a8d0c2e4b6a8f0d2c4e6a8b0d2f4e6",
     "cwd": "/workspace",
@@ -56,17 +66,51 @@ def test_the_row_classes_list_their_fields_in_the_on_disk_key_order() -> None:
     """row.py's field order is the order of the keys on disk (msgspec writes the fields in order)."""
     full = codec.decode_row(SPEC_EXAMPLE)
     full = msgspec.structs.replace(
-        full, short_lived=ShortLived(processes=1, syscalls=full.syscalls), ingress=INGRESS, label="a"
+        full,
+        short_lived=ShortLived(processes=1, syscalls=full.syscalls),
+        ingress=INGRESS,
+        label="a",
+        pod=POD,
     )
     written = msgspec.json.decode(codec.encode_row(full))
-    on_disk = ["unix_ms", "tgid", "node", "process", "workload", "ioctl_count", "since_last_gpu_ioctl_ms",
-               "usage", "cgroup_usage", "syscalls", "short_lived", "ingress", "label"]  # fmt: skip
+    on_disk = ["unix_ms", "tgid", "node", "process", "pod", "workload", "ioctl_count",
+               "since_last_gpu_ioctl_ms", "usage", "cgroup_usage", "syscalls", "short_lived", "ingress",
+               "label"]  # fmt: skip
     assert [key for key in on_disk if key in json.loads(SPEC_EXAMPLE)] == list(json.loads(SPEC_EXAMPLE))
     assert list(written) == on_disk == list(Row.__struct_fields__)
-    for key, cls in (("process", Process), ("usage", Usage), ("cgroup_usage", CgroupUsage)):
+    for key, cls in (("process", Process), ("usage", Usage), ("cgroup_usage", CgroupUsage), ("pod", Pod)):
         assert list(written[key]) == list(cls.__struct_fields__)
     assert list(written["short_lived"]) == list(ShortLived.__struct_fields__)
     assert list(written["ingress"]) == list(Ingress.__struct_fields__)
+
+
+POD = Pod(namespace="ml", name="trainer-7d9f", container="trainer")
+
+
+def test_pod_follows_process_and_is_left_out_without_names() -> None:
+    """A container of a pod of the node carries its names; a host process, a collector without
+    API access and older collectors write no `pod` key; the sandbox's process has no container."""
+    assert "pod" not in msgspec.json.decode(codec.encode_row(_host_row()))
+    keys = list(msgspec.json.decode(codec.encode_row(_host_row(pod=POD))))
+    assert keys[2:4] == ["process", "pod"]
+    sandbox = Pod(namespace="ml", name="trainer-7d9f")
+    assert msgspec.json.decode(codec.encode_row(_host_row(pod=sandbox)))["pod"] == {
+        "namespace": "ml",
+        "name": "trainer-7d9f",
+    }
+    assert codec.decode_row(codec.encode_row(_host_row(pod=POD))).pod == POD
+    with pytest.raises(codec.NotARow):
+        codec.row_from_dict(msgspec.json.decode(codec.encode_row(_host_row())) | {"pod": {"name": "x"}})
+
+
+def test_cmdline_follows_exe_and_is_left_out_without_arguments() -> None:
+    row = _host_row()
+    assert "cmdline" not in msgspec.json.decode(codec.encode_row(row))["process"]
+    with_arguments = msgspec.structs.replace(
+        row, process=msgspec.structs.replace(row.process, cmdline="bash -c 'sleep 1'")
+    )
+    process = msgspec.json.decode(codec.encode_row(with_arguments))["process"]
+    assert list(process)[:3] == ["comm", "exe", "cmdline"] and process["cmdline"] == "bash -c 'sleep 1'"
 
 
 INGRESS = Ingress(
@@ -178,6 +222,11 @@ def test_usage_round_trips(value: Usage) -> None:
 @given(s.cgroup_usages)
 def test_cgroup_usage_round_trips(value: CgroupUsage) -> None:
     assert msgspec.json.decode(msgspec.json.encode(value), type=CgroupUsage) == value
+
+
+@given(s.pods)
+def test_pod_round_trips(value: Pod) -> None:
+    assert msgspec.json.decode(msgspec.json.encode(value), type=Pod) == value
 
 
 @given(s.syscall_rates)

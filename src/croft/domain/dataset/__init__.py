@@ -10,10 +10,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from croft.domain.dataset.http import is_safe_name
     from croft.domain.dataset.row import (
+        CMDLINE_CHARS,
         GPU_WORKLOADS,
         WORKLOADS,
         CgroupUsage,
         Ingress,
+        Pod,
         Process,
         Row,
         ShortLived,
@@ -23,10 +25,12 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "CMDLINE_CHARS",
     "GPU_WORKLOADS",
     "WORKLOADS",
     "CgroupUsage",
     "Ingress",
+    "Pod",
     "Process",
     "Row",
     "ShortLived",
