@@ -1,12 +1,12 @@
 """Dataset rows as Parquet, with pyarrow: the schema (docs/parquet.md) and the writing of one part.
 
 The row's nesting is kept: `process`, `usage` and `cgroup_usage` are structs, `pod` a nullable
-struct of the Kubernetes names, `syscalls` a list of (name, rate_per_sec) structs, `short_lived` a nullable struct of `processes` and such a list,
-`ingress` a nullable struct of its numbers.
-`unix_ms` stays the row's integer (so `WHERE unix_ms > 1792506000000` compares numbers) and `time` is
-the same instant as a UTC millisecond timestamp; ids, names and paths are
-dictionary-encoded strings. The partition columns `node` and `hour` live in the
-directory names (hive partitioning), not in the files.
+struct of the Kubernetes names, `syscalls` a list of (name, rate_per_sec) structs, `short_lived` a
+nullable struct of `processes` and such a list, `ingress` a nullable struct of its numbers.
+`unix_ms` stays the row's integer (so `WHERE unix_ms > 1792506000000` compares numbers) and `time`
+is the same instant as a UTC millisecond timestamp; ids, names and paths are dictionary-encoded
+strings. The partition columns `node` and `hour` live in the directory names (hive partitioning),
+not in the files.
 """
 
 from __future__ import annotations
