@@ -46,9 +46,12 @@ def test_once_prints_a_tidy_table_and_exits_0(dataset: Path) -> None:
         "FRAMEWORK",
         "WORKLOAD",
         "CPU%",
+        "THR%",
+        "PSI%",
         "RSS",
         "NET/s",
         "I/O/s",
+        "SHORT",
         "AGE",
         "CGROUP",
         "BUSIEST",
@@ -57,7 +60,10 @@ def test_once_prints_a_tidy_table_and_exits_0(dataset: Path) -> None:
     assert [row.split()[2] for row in rows] == ["trainer", "a-very-long-pr…", "loader", *["python"] * 3]
     assert rows[2].startswith("host:/srv/etl ")
     for idle in rows[3:]:  # the first poll's processes, held from 2 s before at 0 % with their age
-        assert re.search(r" 0\.0 +1\.0G +0 +0 +2s /system\.slice/docker-33813f5d\S+\.scope$", idle), idle
+        # its container's throttling, pressure and short-lived count are those of the newest poll
+        assert re.search(
+            r" 0\.0 +0 +0 +1\.0G +0 +0 +0 +2s /system\.slice/docker-33813f5d\S+\.scope$", idle
+        ), idle
     for line in lines:
         assert line == line.rstrip()
     pid_end = titles.index("PID") + len("PID")  # right-justified numbers end under their title

@@ -45,9 +45,10 @@ def top(
     ] = None,
 ) -> int:
     """Show each process's latest row from the last 15 polls (idle ones at 0 % with the age of
-    their row): container, pid, comm, framework, workload, CPU, RSS, network, I/O, cgroup and the
-    busiest syscalls. Keys: c/m/s/p sort, / filter, arrows and PgUp/PgDn scroll, q quits. Reads
-    only the end of the live file."""
+    their row): pod, container, pid, comm, framework, workload, CPU, what its container felt
+    (throttling, CPU pressure, short-lived processes), RSS, network, I/O, cgroup, the busiest
+    syscalls and the command line. Keys: c/m/s/p sort (again: reversed), / filter, arrows and
+    PgUp/PgDn scroll, ? or h the keys, q quits. Reads only the end of the live file."""
     if not (math.isfinite(interval) and 0.1 <= interval <= 86400):
         raise UserError(
             f"--interval must be a positive number of seconds, got {interval:g} (0.1 to 86400 are "
@@ -218,11 +219,15 @@ def _lines(
     """The screen's lines: header, notes, column titles, rows (scrolled and cut to `height` when
     given), a count when rows are cut, and on a live screen the key hints; and the first row shown
     (the offset asked for, clamped to the last page)."""
-    from croft.domain.top.keys import Screen, hint_line
+    from croft.domain.top.keys import HELP_LINES, Screen, hint_line
     from croft.domain.top.layout import layout, lines
     from croft.domain.top.table import build_table
 
     state = screen or Screen()
+    if state.help:
+        keys = [(text, "header" if not index else "") for index, text in enumerate(HELP_LINES)]
+        keys.append((hint_line(state, steps > 0), "hint"))
+        return [(text[:width] if width is not None else text, style) for text, style in keys], state.offset
     if not polls:
         return [(notes or WAITING, "")], 0
     note_lines = [n for n in notes.split("\n") if n]
