@@ -18,6 +18,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
+from croft.domain.deploy.cluster import object_path
 from croft.domain.deploy.manifests import CAPABILITIES, DeployOptions, docker_run_argv, manifests
 from tests.helpers.cli import CROFT, croft
 from tests.helpers.golden import assert_same_bytes
@@ -161,7 +162,9 @@ def test_kubernetes_dry_run_is_the_manifests_with_the_options_applied() -> None:
     container = daemonset["spec"]["template"]["spec"]["containers"][0]
     assert container["image"] == "reg/croft:9"
     assert "--watch=kubepods,x" in container["args"]
-    assert {d["metadata"].get("namespace", d["metadata"]["name"]) for d in docs} == {"obs"}
+    scoped = [d for d in docs if not d["kind"].startswith("Cluster")]
+    assert {d["metadata"].get("namespace", d["metadata"]["name"]) for d in scoped} == {"obs"}
+    assert {d["metadata"]["name"] for d in docs if d["kind"].startswith("Cluster")} == {"croft-collector-obs"}
 
 
 def test_the_daemonset_runs_as_the_issue_asks() -> None:
@@ -169,7 +172,7 @@ def test_the_daemonset_runs_as_the_issue_asks() -> None:
     pod = ds["spec"]["template"]["spec"]
     container = pod["containers"][0]
     security = container["securityContext"]
-    assert pod["hostPID"] is True and pod["automountServiceAccountToken"] is False
+    assert pod["hostPID"] is True and pod["automountServiceAccountToken"] is True  # it reads its pods
     assert security["privileged"] is False and security["capabilities"]["drop"] == ["ALL"]
     assert security["capabilities"]["add"] == list(CAPABILITIES)
     assert {"operator": "Exists"} in pod["tolerations"]  # GPU nodes' nvidia.com/gpu taints too
@@ -211,6 +214,29 @@ def test_kernel_5_11_or_later_leaves_sys_resource_out_and_contradicts_before_5_8
     out = croft("deploy", "kubernetes", "--dry-run", "--kernel-before-5-8", "--kernel-5-11-or-later")
     assert out.returncode != 0 and out.stdout == ""
     assert out.stderr.strip().endswith("contradict each other; pass one"), out.stderr
+
+
+def test_the_collector_may_read_pods_and_nothing_else() -> None:
+    """RBAC limited to get, list and watch pods (the collector watches its own node's), bound to
+    the collector's ServiceAccount in its namespace."""
+    docs = manifests(DeployOptions(namespace="obs"))
+    role = next(d for d in docs if d["kind"] == "ClusterRole")
+    binding = next(d for d in docs if d["kind"] == "ClusterRoleBinding")
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": role["metadata"]["name"],
+    }
+    account = next(d for d in docs if d["kind"] == "ServiceAccount")
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": "obs"}
+    ]
+    kinds = [d["kind"] for d in docs]
+    assert kinds.index("ClusterRoleBinding") < kinds.index("DaemonSet")  # bound before the pods start
+    pod = next(d for d in docs if d["kind"] == "DaemonSet")["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == account["metadata"]["name"]
+    assert object_path(role) == f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{role['metadata']['name']}"
 
 
 def test_checked_in_manifest_is_the_dry_run() -> None:
@@ -299,6 +325,8 @@ def test_undeploy_deletes_croft_objects_last_applied_first_and_guards_the_namesp
         "Role",
         "Service",
         "DaemonSet",
+        "ClusterRoleBinding",
+        "ClusterRole",
         "ServiceAccount",
         "Namespace",
     ]
@@ -308,10 +336,11 @@ def test_undeploy_deletes_croft_objects_last_applied_first_and_guards_the_namesp
     assert not kept[-1].delete and kept[-1].why == "other pods run in it (web-0, web-1): kept"
     assert all(s.delete for s in kept[:-1])
 
-    foreign = plan(docs, {**everything, 2: {"metadata": {"labels": {}}}}, [])
-    assert [s.delete for s in foreign] == [True, True, False, True, True]
+    daemonset = next(i for i, d in enumerate(docs) if d["kind"] == "DaemonSet")
+    foreign = plan(docs, {**everything, daemonset: {"metadata": {"labels": {}}}}, [])
+    assert [s.delete for s in foreign] == [True, True, False, True, True, True, True]
     assert foreign[2].why.startswith("not croft's")
-    assert [s.why for s in plan(docs, {}, [])] == ["not there"] * 5
+    assert [s.why for s in plan(docs, {}, [])] == ["not there"] * 7
 
     system = manifests(DeployOptions(image="croft-collector", namespace="kube-system"))
     assert not plan(system, dict.fromkeys(range(len(system)), labelled), [])[-1].delete

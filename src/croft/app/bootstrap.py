@@ -20,13 +20,13 @@ from croft.adapters.host.cgroupfs import CgroupFS
 from croft.adapters.host.cgroupns import find_namespace_root
 from croft.adapters.host.clock import SystemClock
 from croft.adapters.host.netns import NetnsFS
-from croft.adapters.host.pods import PodNames
 from croft.adapters.host.poller import LiveSource, UnavailableGpu
 from croft.adapters.host.procfs import ProcFS
 from croft.adapters.host.trace import TraceRecorder, read_trace, recorded_node, recorded_watch, trace_files
 from croft.adapters.http.metrics import CONTENT_TYPE, SnapshotCollector, exposition_body, metrics_page
 from croft.adapters.http.pages import healthz, landing_page
 from croft.adapters.http.server import HttpServer, Response
+from croft.adapters.kube.pod_watch import start_pod_watch
 from croft.app.collector import Pipeline, PollObserver
 from croft.app.metrics_publisher import MetricsPublisher
 from croft.domain.collector.frameworks import Catalog, CatalogError, Matcher, parse_catalog
@@ -60,6 +60,7 @@ class Settings:
     limits: Limits = attrs.field(factory=Limits)
     verbose: bool = False  # show what clang and the verifier said when eBPF fails to load
     node: str | None = None  # the node rows name; None: none (a replay of a trace that names none)
+    kubeconfig: Path | None = None  # the API whose pods of `node` name rows (else in-cluster, or none)
 
 
 def load_catalog(user_file: Path | None) -> Catalog:
@@ -142,9 +143,9 @@ def build_pipeline(
     observer: PollObserver | None = None
     if metrics is not None:
         clock = SystemClock()
-        pods = PodNames(settings.proc_root) if live else None
-        observer = MetricsPublisher(metrics, sink.counters, lambda: clock.now().monotonic_ns, live, pods)
-    return Pipeline(config, sink, recorder, observer)
+        observer = MetricsPublisher(metrics, sink.counters, lambda: clock.now().monotonic_ns, live)
+    pods = start_pod_watch(settings.kubeconfig, settings.node, live)
+    return Pipeline(config, sink, recorder, observer, pods)
 
 
 def build_http_server(address: str, dataset: Path | None = None) -> tuple[HttpServer, SnapshotCollector]:

@@ -72,6 +72,15 @@ def run(
             "empty: this machine's host name, or with --replay the node the trace names",
         ),
     ] = "",
+    kubeconfig: Annotated[
+        Path | None,
+        Parameter(
+            env_var="CROFT_KUBECONFIG",
+            help="a kubeconfig whose API server names the pods of --node (rows and /metrics then carry "
+            "namespace, pod and container names); in a pod, its service account is used without it; "
+            "elsewhere, without it, rows carry container ids only",
+        ),
+    ] = None,
     verbose: Annotated[bool, Parameter(help="log every poll and full causes")] = False,
 ) -> int:
     """Load the eBPF programs, poll every 2 s and write the dataset. Needs root."""
@@ -106,6 +115,7 @@ def run(
         limits=limits,
         verbose=verbose,
         node=node or None,
+        kubeconfig=kubeconfig,
     )
     if replay is None and os.geteuid() != 0:
         raise UserError(

@@ -20,6 +20,8 @@ _KINDS = {
     "DaemonSet": ("/apis/apps/v1", "daemonsets", True),
     "Role": ("/apis/rbac.authorization.k8s.io/v1", "roles", True),
     "RoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "rolebindings", True),
+    "ClusterRole": ("/apis/rbac.authorization.k8s.io/v1", "clusterroles", False),
+    "ClusterRoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "clusterrolebindings", False),
 }
 # Fields the API server keeps for itself: an apply that changes only these changed nothing.
 _SERVER_FIELDS = ("managedFields", "resourceVersion", "generation", "uid", "creationTimestamp", "selfLink")
