@@ -137,8 +137,8 @@ def test_containers_lists_every_container_and_host_cgroup_with_full_ids() -> Non
         "containers"
     ]
     assert list(listed[0]) == [
-        "container_id", "cgroup", "framework", "nodes", "first_ms", "first_time", "last_ms", "last_time",
-        "rows",
+        "container_id", "pod", "cgroup", "framework", "nodes", "first_ms", "first_time", "last_ms",
+        "last_time", "rows",
     ]  # fmt: skip
     assert all(
         e["first_time"] == iso_ms(e["first_ms"]) and e["last_time"] == iso_ms(e["last_ms"]) for e in listed

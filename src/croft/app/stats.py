@@ -34,8 +34,8 @@ def stats(
         bool,
         Parameter(
             negative=(),
-            help="list every container (full id) and watched host cgroup: cgroup, framework, nodes, "
-            "first and last seen, rows",
+            help="list every container (full id) and watched host cgroup: its pod and name in it (where "
+            "the collector read them), cgroup, framework, nodes, first and last seen, rows",
         ),
     ] = False,
 ) -> int:
@@ -81,7 +81,8 @@ def stats(
 
 
 def render_containers(entries: Sequence[ContainerEntry], console: Console | None = None) -> None:
-    """One line per container or host cgroup; full ids, whole cgroup paths."""
+    """One line per container or host cgroup; full ids, whole cgroup paths; where rows named pods,
+    each container's pod (`namespace/name`) and its name in the pod."""
     from rich import box
     from rich.table import Table
 
@@ -89,13 +90,18 @@ def render_containers(entries: Sequence[ContainerEntry], console: Console | None
 
     console = console or PipeConsole(highlight=False, soft_wrap=True)
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
-    for title in ("CONTAINER ID", "FRAMEWORK", "NODES", "FIRST SEEN (UTC)", "LAST SEEN (UTC)"):
+    named = any(entry.pod is not None for entry in entries)
+    titles = ("CONTAINER ID", *(("POD", "CONTAINER") if named else ()), "FRAMEWORK", "NODES")
+    for title in (*titles, "FIRST SEEN (UTC)", "LAST SEEN (UTC)"):
         table.add_column(title, no_wrap=True)
     table.add_column("ROWS", justify="right", no_wrap=True)
     table.add_column("CGROUP", no_wrap=True)
     for entry in entries:
+        pod = entry.pod
+        names = (f"{pod[0]}/{pod[1]}", pod[2] or "-") if pod is not None else ("-", "-")
         table.add_row(
             entry.container_id or "(host)",
+            *(names if named else ()),
             entry.framework or "-",
             ",".join(entry.nodes),
             readable(entry.first_ms)[:-4],
