@@ -262,3 +262,12 @@ def test_a_sort_can_be_reversed() -> None:
     assert pids(View(sort="cpu")) == ["101", "103", "100", "102"]
     assert pids(View(sort="cpu", reverse=True)) == ["102", "100", "103", "101"]
     assert pids(View(sort="pid", reverse=True)) == ["103", "102", "101", "100"]
+
+
+def test_a_long_pod_cell_keeps_the_pods_name_and_cuts_the_namespace() -> None:
+    from croft.domain.top.cells import pod_cell
+
+    assert pod_cell("ml", "trainer-7d9f", 32) == "ml/trainer-7d9f"
+    cut = pod_cell("rows-metrics-and-top-name-each-pod-x1b2c", "named-7d9f8c7b4-abcde", 32)
+    assert cut == "rows-metr…/named-7d9f8c7b4-abcde" and len(cut) == 32
+    assert pod_cell("ns", "a" * 40, 32) == "…" + "a" * 31

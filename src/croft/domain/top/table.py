@@ -33,6 +33,7 @@ from croft.domain.top.cells import (
     container_cell,
     cpu_percent,
     human_bytes,
+    pod_cell,
     short_age,
     truncate,
     utc_time,
@@ -248,7 +249,7 @@ def cells(item: Held, columns: Sequence[Column]) -> tuple[str, ...]:
             values[key] = truncate(item.node, column.max_chars)
         elif key == "pod":
             values[key] = (
-                "" if row.pod is None else truncate(f"{row.pod.namespace}/{row.pod.name}", column.max_chars)
+                "" if row.pod is None else pod_cell(row.pod.namespace, row.pod.name, column.max_chars)
             )
         elif key == "container":
             named = row.pod.container if row.pod is not None else None
