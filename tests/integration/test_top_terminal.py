@@ -469,7 +469,7 @@ def test_a_resize_redraws_for_the_new_width(tmux: Tmux, tmp_path: Path) -> None:
     tmux("resize-window", "-t", "top", "-x", "60", "-y", "20")
     narrow = drawn(tmux, "the 60-column table", lambda s: "WORKLOAD" not in s and "trainer" in s)
     titles = next(line for line in narrow.splitlines() if "PID" in line)
-    assert titles.split() == ["CONTAINER", "PID", "COMM", "CPU%", "RSS", "BUSIEST", "SYSCALLS"]
+    assert titles.split() == ["CONTAINER", "PID", "COMM", "CPU%", "THR%", "RSS"]  # then the syscalls
     assert all(len(line) <= 60 for line in narrow.splitlines())
     assert all(re.search(r" \d+ trainer +\d+\.\d ", row) for row in rows_of(narrow)), narrow
 

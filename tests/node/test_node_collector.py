@@ -174,27 +174,33 @@ def test_rows_metrics_and_top_name_each_pod_as_the_api_does(
     assert out.returncode == 0, out.stderr
     listed = [p for p in json.loads(out.stdout)["processes"] if p["container_id"] in expected]
     assert listed and all(p["pod"] == expected[p["container_id"]] for p in listed), listed
-    for width, screen in top_screens(tmp_path, [pod["status"]["podIP"] for pod in pods]).items():
-        titles = next(line for line in screen.splitlines() if " PID " in line)
-        assert titles.split()[:3] == ["POD", "CONTAINER", "PID"], screen
+    screens = top_screens(tmp_path, [pod["status"]["podIP"] for pod in pods])
+    for width, screen in screens.items():
+        titles = next(line for line in screen.splitlines() if " PID " in line).split()
+        assert titles[:3] == ["POD", "CONTAINER", "PID"], screen
         assert all(len(line) <= width for line in screen.splitlines()), screen
         for name in uids.values():
             assert f"/{name}" in screen, (width, name, screen)  # the pod's name whole
+    wide = next(line for line in screens[160].splitlines() if " PID " in line).split()
+    assert {"THR%", "BUSIEST", "COMMAND"} <= set(wide), screens[160]  # 160 shows what 80 leaves out
 
 
 SCREENS_DIR = Path("/tmp/croft-node-top-screens")
 
 
 def top_screens(tmp_path: Path, ips: list[str]) -> dict[int, str]:
-    """`croft top` on the node's dataset in a tmux pane at 160, then 80 columns, with the pods kept
-    busy so that they sort first; each pane as captured, also written to SCREENS_DIR."""
+    """`croft top` on the node's dataset in a tmux pane of 160, then of 80 columns (a session of
+    that size each, its pane's size checked), with the pods kept busy so that they sort first;
+    each pane as captured, also written to SCREENS_DIR."""
     import shlex
     import shutil
     import threading
 
     if shutil.which("tmux") is None:
         pytest.skip("tmux is not installed; `make test` installs it through scripts/system-deps.sh")
-    tmux = ["tmux", "-S", str(tmp_path / "tmux.sock"), "-f", "/dev/null"]
+    conf = tmp_path / "tmux.conf"
+    conf.write_text("set -g status off\nset -g remain-on-exit on\n")
+    tmux = ["tmux", "-S", str(tmp_path / "tmux.sock"), "-f", str(conf)]
     done = threading.Event()
 
     def load() -> None:
@@ -209,16 +215,20 @@ def top_screens(tmp_path: Path, ips: list[str]) -> dict[int, str]:
     command = "env TERM=tmux-256color " + shlex.join([CROFT, "top", "--interval", "1", str(DATASET_DIR)])
     screens: dict[int, str] = {}
     try:
-        subprocess.run(
-            [*tmux, "new-session", "-d", "-s", "top", "-x", "160", "-y", "30", command], check=True
-        )
         for width in (160, 80):
-            subprocess.run([*tmux, "resize-window", "-t", "top", "-x", str(width), "-y", "30"], check=True)
-            time.sleep(3)  # three refreshes at the new width: the pods' busy polls are in
+            session = f"top{width}"
+            start = ["new-session", "-d", "-s", session, "-x", str(width), "-y", "30", command]
+            subprocess.run([*tmux, *start], check=True)
+            size = subprocess.run(
+                [*tmux, "display", "-p", "-t", session, "#{pane_width}x#{pane_height}"],
+                capture_output=True, text=True, check=True,
+            ).stdout.strip()  # fmt: skip
+            assert size == f"{width}x30", f"tmux made a {size} pane, not {width}x30"
+            time.sleep(3)  # three refreshes: the pods' busy polls are in
 
-            def pane(w: int = width) -> str:
+            def pane(session: str = session, w: int = width) -> str:
                 shown = subprocess.run(
-                    [*tmux, "capture-pane", "-p", "-t", "top"], capture_output=True, text=True, check=True
+                    [*tmux, "capture-pane", "-p", "-t", session], capture_output=True, text=True, check=True
                 ).stdout
                 whole = " PID " in shown and "POD" in shown and "scroll" in shown
                 return shown if whole and max(map(len, shown.splitlines())) <= w else ""

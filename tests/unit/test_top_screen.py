@@ -141,7 +141,7 @@ def test_a_narrow_screen_drops_columns_but_keeps_pid_and_cpu(width: int) -> None
 
 def test_columns_are_dropped_in_priority_order_and_wide_screens_show_everything() -> None:
     # the syscalls (25 characters at least) are next and do not fit: nothing after them shows
-    assert at_width(60)[0].split() == ["CONTAINER", "PID", "COMM", "CPU%", "RSS"]
+    assert at_width(60)[0].split() == ["CONTAINER", "PID", "COMM", "CPU%", "THR%", "RSS"]
     assert at_width(80)[0].split() == [
         *("CONTAINER", "PID", "COMM", "CPU%", "THR%", "RSS", "AGE", "BUSIEST", "SYSCALLS")
     ]

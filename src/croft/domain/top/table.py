@@ -74,7 +74,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("framework", "FRAMEWORK", max_chars=10, keep=15),
     Column("workload", "WORKLOAD", max_chars=9, keep=9),
     Column("cpu", "CPU%", "right", 6, keep=1),
-    Column("throttled", "THR%", "right", 5, keep=6),
+    Column("throttled", "THR%", "right", 5, keep=5),
     Column("pressure", "PSI%", "right", 5, keep=10),
     Column("rss", "RSS", "right", 5, keep=4),
     Column("net", "NET/s", "right", 5, keep=12),
@@ -82,7 +82,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("short", "SHORT", "right", 5, keep=11),
     Column("age", "AGE", "right", 4, keep=7),
     Column("cgroup", "CGROUP", max_chars=CGROUP_CHARS, keep=14, min_chars=28, readable_chars=40),
-    Column("syscalls", "BUSIEST SYSCALLS", max_chars=200, keep=5, min_chars=25, readable_chars=30),
+    Column("syscalls", "BUSIEST SYSCALLS", max_chars=200, keep=6, min_chars=25, readable_chars=30),
     Column("command", "COMMAND", max_chars=CMDLINE_CHARS, keep=8, min_chars=20, readable_chars=40),
 )
 """Every column in screen order; NODE is there only with several nodes, POD only when a row names
