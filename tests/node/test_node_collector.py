@@ -7,6 +7,7 @@ that add up to the load sent; rows, /metrics and croft top name each pod as the 
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import time
@@ -201,6 +202,9 @@ def top_screens(tmp_path: Path, ips: list[str]) -> dict[int, str]:
     conf = tmp_path / "tmux.conf"
     conf.write_text("set -g status off\nset -g remain-on-exit on\n")
     tmux = ["tmux", "-S", str(tmp_path / "tmux.sock"), "-f", str(conf)]
+    # os.environ, given whole: under pytest the process's own environment (which a child gets by
+    # default) carried COLUMNS=80, which tmux passed to the pane and rich then preferred to its size
+    environment = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "TMUX")}
     done = threading.Event()
 
     def load() -> None:
@@ -218,7 +222,7 @@ def top_screens(tmp_path: Path, ips: list[str]) -> dict[int, str]:
         for width in (160, 80):
             session = f"top{width}"
             start = ["new-session", "-d", "-s", session, "-x", str(width), "-y", "30", command]
-            subprocess.run([*tmux, *start], check=True)
+            subprocess.run([*tmux, *start], check=True, env=environment)
             size = subprocess.run(
                 [*tmux, "display", "-p", "-t", session, "#{pane_width}x#{pane_height}"],
                 capture_output=True, text=True, check=True,
@@ -236,7 +240,7 @@ def top_screens(tmp_path: Path, ips: list[str]) -> dict[int, str]:
             screens[width] = wait_for(f"croft top at {width} columns", pane, 60)
     finally:
         done.set()
-        subprocess.run([*tmux, "kill-server"], check=False, timeout=30)
+        subprocess.run([*tmux, "kill-server"], check=False, timeout=30, env=environment)
     SCREENS_DIR.mkdir(exist_ok=True)
     for width, screen in screens.items():
         (SCREENS_DIR / f"top-{width}.txt").write_text(screen)
