@@ -85,7 +85,7 @@ class PodWatch:
     def close(self) -> None:
         self._stopping.set()
         self._client.close()
-        self._thread.join(timeout=5)
+        self._thread.join(timeout=1)  # a daemon thread: a watch blocked in a read does not hold the exit
 
     def _run(self) -> None:
         failures = 0
