@@ -105,6 +105,7 @@ bench: $(STAMP) bpf-setup-bcc
 	# croft run with the CO-RE programs against BCC: start, first row, RSS, CPU at 1,000 and 10,000 processes.
 	$(BIN)/python benchmarks/collector_run.py
 	$(BIN)/python benchmarks/rotation.py
+	$(BIN)/python benchmarks/cmdline_cost.py
 	$(BIN)/python benchmarks/collector.py
 	$(BIN)/python benchmarks/scale.py
 	# The simulated answer: HPA vs croft scale on the bursts, N seeds, table + PNG (labs/research/experiment).

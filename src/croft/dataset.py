@@ -12,7 +12,7 @@ Example:
 
     from croft import dataset
 
-    for node, row in dataset.node_rows("research/data/nodes", container_id="33813f5d"):
+    for node, row in dataset.node_rows("fixtures/datasets/nodes", container_id="2c006497"):
         print(node, row.unix_ms, row.cgroup_usage.cpu_cores, row.workload)
 
     cpu = [r.usage.cpu_cores for r in dataset.rows("croft-dataset.jsonl", from_ms=1792505950473)]

@@ -114,11 +114,10 @@ def stats_sql(table: str, spark: bool = False) -> str:
     """`croft stats --json`'s rows, polls (distinct node and time), containers, processes (distinct
     node and tgid), first and last time over `table`, in DuckDB's or Spark's dialect."""
     pair = "DISTINCT node, {}" if spark else "DISTINCT (node, {})"
-    millis = "unix_millis" if spark else "epoch_ms"
     return f"""SELECT count(*) AS rows, count({pair.format("unix_ms")}) AS polls,
                       count(DISTINCT process.container_id) AS containers,
                       count({pair.format("tgid")}) AS processes,
-                      {millis}(min(unix_ms)) AS first_ms, {millis}(max(unix_ms)) AS last_ms
+                      min(unix_ms) AS first_ms, max(unix_ms) AS last_ms
                FROM {table}"""
 
 

@@ -7,7 +7,9 @@ STATS_KEYS = [
     "rows",
     "skipped_lines",
     "first_ms",
+    "first_time",  # RFC 3339 beside each unix-ms time
     "last_ms",
+    "last_time",
     "polls",
     "nodes",
     "containers",
@@ -20,7 +22,9 @@ STATS_KEYS = [
 PROFILE_KEYS = [
     "container_id",
     "from_ms",
+    "from_time",
     "to_ms",
+    "to_time",
     "nodes",
     "polls",
     "processes",

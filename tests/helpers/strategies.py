@@ -13,6 +13,7 @@ from croft.domain.dataset.row import (
     GpuEngine,
     GpuUse,
     Ingress,
+    Pod,
     Process,
     Row,
     SyscallRate,
@@ -30,6 +31,7 @@ processes = st.builds(
     Process,
     comm=text,
     exe=text,
+    cmdline=st.none() | st.text(max_size=256),
     cgroup=text,
     container_id=st.none() | hex_ids,
     cwd=text,
@@ -86,6 +88,7 @@ gpu_uses = st.builds(
     decoder_percent=st.none() | percent,
     engines=st.none() | st.lists(gpu_engines, min_size=1, max_size=4).map(tuple),
 )
+pods = st.builds(Pod, namespace=text, name=text, container=st.none() | text)
 syscall_rates = st.builds(SyscallRate, name=st.text(min_size=1, max_size=24), rate_per_sec=rates)
 
 
@@ -108,6 +111,7 @@ def rows(draw: st.DrawFn) -> Row:
         if gpu and draw(st.booleans())
         else None,
         node=draw(st.none() | text),
+        pod=draw(st.none() | pods),
     )
 
 

@@ -62,7 +62,8 @@ def test_spark_reads_the_partitions_and_answers_as_croft_does(
     view = f"croft_{abs(hash(dataset))}"
     spark.read.parquet(str(export)).createOrReplaceTempView(view)
     fields = {f.name: f.dataType.simpleString() for f in spark.table(view).schema.fields}
-    assert fields["node"] == fields["hour"] == "string" and fields["unix_ms"] == "timestamp"
+    assert fields["node"] == fields["hour"] == "string" and fields["time"] == "timestamp"
+    assert fields["unix_ms"] == "bigint"
     assert fields["syscalls"] == "array<struct<name:string,rate_per_sec:double>>"
 
     stats = croft("stats", str(nodes), "--json")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from tests.helpers.spec_keys import PROFILE_KEYS
 
 from croft.domain.dataset import codec
 from croft.domain.dataset.row import Row
+from croft.domain.utc import iso_ms
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "datasets"
 KEYS = PROFILE_KEYS
@@ -45,7 +47,8 @@ def test_a_prefix_profiles_the_container_with_the_keys_of_the_issue() -> None:
     assert list(got) == KEYS
     assert got["container_id"] == cid and got["nodes"] == ["gpu-a"]
     assert 0 <= got["gpu_poll_share"] <= 1
-    for key in KEYS[7:-1]:
+    assert (got["from_time"], got["to_time"]) == (iso_ms(got["from_ms"]), iso_ms(got["to_ms"]))
+    for key in KEYS[KEYS.index("cpu_cores") : KEYS.index("not_measured")]:
         spread = got[key]
         assert list(spread) == ["mean", "p95", "max"] and spread["p95"] <= spread["max"]
     assert got["not_measured"] == []
@@ -196,8 +199,14 @@ def test_bad_times_are_one_sentence(args: list[str], words: list[str]) -> None:
 @pytest.mark.parametrize(
     ("args", "words"),
     [
-        ([], ["give one of a container id, --cgroup PATH or --pid PID"]),
-        (["abcd", "--pid", "1"], ["not a container id and --pid"]),
+        ([], ["give one of a container id, --cgroup PATH, --pid PID or --pod NAMESPACE/NAME"]),
+        (
+            ["abcd", "--pid", "1"],
+            ["a container id and --cgroup, --pid or --pod cannot both name the subject"],
+        ),
+        (["--pod", "web-7d9f"], ["--pod takes NAMESPACE/NAME", "e.g. default/web-7d9f"]),
+        (["--pod", "shop/web", "--pid", "1"], ["not --pid and --pod"]),
+        (["--pod", "shop/web"], ["no rows of pod shop/web", "croft stats --containers"]),
         (["ux-test"], ["not hexadecimal", "--cgroup PATH or --pid PID"]),
         (["--cgroup", "/nope"], ["no rows of cgroup /nope", "croft stats --containers"]),
         (["--pid", "0"], ["--pid takes a process id above 0"]),
@@ -205,3 +214,75 @@ def test_bad_times_are_one_sentence(args: list[str], words: list[str]) -> None:
 )
 def test_choosing_what_to_profile_is_checked(args: list[str], words: list[str]) -> None:
     one_line_error(croft("profile", "--dataset", str(SAMPLE), *args), *words)
+
+
+WEB, PROXY, SANDBOX = "ab" * 32, "cd" * 32, "ef" * 32
+
+
+def pod_dataset(root: Path) -> Path:
+    """A pod of two containers and its sandbox over 4 polls, rows named as a collector with API
+    access names them, beside a container of no pod."""
+    from msgspec.structs import replace
+    from tests.helpers.rows import make_row
+
+    from croft.domain.dataset.row import CgroupUsage, Pod
+
+    def usage(cpu: float, memory: int, throttled: float, pressure: float) -> CgroupUsage:
+        return CgroupUsage(
+            cpu_cores=cpu,
+            cpu_throttled_fraction=throttled,
+            memory_bytes=memory,
+            oom_kills=0,
+            cpu_pressure_avg10=pressure,
+            memory_pressure_avg10=0.0,
+            io_pressure_avg10=0.0,
+        )
+
+    rows = []
+    uid = "0d8e0a3c-1b2c-4d5e-8f90-123456789abc"
+    for poll in range(4):
+        at = 1_792_505_950_473 + 2000 * poll
+        for tgid, cid, name, figures in (
+            (11, WEB, "web", usage(0.5 + poll, 100 << 20, 0.25 * poll, 10.0)),
+            (12, PROXY, "proxy", usage(0.25, 20 << 20, 0.0, 30.0 + poll)),
+            (13, SANDBOX, None, usage(0.0, 1 << 20, 0.0, 0.0)),
+        ):
+            row = make_row(
+                tgid, at, container_id=cid, cgroup=f"/kubepods/pod{uid}/{cid}", cgroup_usage=figures
+            )
+            rows.append(replace(row, pod=Pod(namespace="shop", name="web-7d9f", container=name)))
+        rows.append(make_row(20, at, comm="loner"))  # docker run on the node: no pod
+    (root / "croft-dataset.jsonl").write_bytes(b"".join(codec.encode_row(r) for r in rows))
+    return root
+
+
+def test_profile_by_pod_sums_its_containers_and_a_containers_profile_names_its_pod(tmp_path: Path) -> None:
+    dataset = str(pod_dataset(tmp_path))
+    done = croft("profile", "--pod", "shop/web-7d9f", dataset)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert list(got) == [*KEYS, "pod"] and got["container_id"] is None  # three containers
+    assert got["pod"] == {"namespace": "shop", "name": "web-7d9f", "containers": ["proxy", "web"]}
+    assert (got["polls"], got["processes"]) == (4, 3)
+    # per poll: CPU and memory summed over the containers, the highest throttling and pressure
+    assert got["cpu_cores"]["max"] == pytest.approx(3.5 + 0.25) and got["cpu_cores"]["mean"] == pytest.approx(
+        2.25
+    )
+    assert got["memory_bytes"]["max"] == (100 << 20) + (20 << 20) + (1 << 20)
+    assert got["cpu_throttled_fraction"]["max"] == 0.75 and got["cpu_pressure_avg10"]["max"] == 33.0
+    web = json.loads(croft("profile", WEB[:8], dataset).stdout)
+    assert web["pod"] == {"namespace": "shop", "name": "web-7d9f", "container": "web"}
+    assert web["cpu_cores"]["max"] == 3.5
+    loner = json.loads(croft("profile", "33813f5d", dataset).stdout)
+    assert list(loner) == KEYS  # no pod: no key
+    listed = json.loads(croft("stats", dataset, "--containers", "--json").stdout)["containers"]
+    assert {e["container_id"][:4]: e["pod"] for e in listed} == {
+        "3381": None,
+        "abab": {"namespace": "shop", "name": "web-7d9f", "container": "web"},
+        "cdcd": {"namespace": "shop", "name": "web-7d9f", "container": "proxy"},
+        "efef": {"namespace": "shop", "name": "web-7d9f", "container": None},
+    }
+    table = croft("stats", dataset, "--containers").stdout.splitlines()
+    assert re.split(r"\s{2,}", table[0])[:3] == ["CONTAINER ID", "POD", "CONTAINER"]
+    assert any(re.match(rf"{WEB} +shop/web-7d9f +web ", line) for line in table), table
+    assert any(re.match(rf"{SANDBOX} +shop/web-7d9f +- ", line) for line in table), table

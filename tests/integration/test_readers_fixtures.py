@@ -15,6 +15,7 @@ from croft.adapters.dataset.scan import read_profile, read_stats
 from croft.domain.dataset import codec
 from croft.domain.dataset.profile import profile_of
 from croft.domain.dataset.row import Row
+from croft.domain.utc import iso_ms
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "datasets"
 HOST = "fixture-host"
@@ -47,7 +48,9 @@ def expected_stats(rows: list[tuple[str, Row]]) -> dict[str, object]:
         "rows": len(rows),
         "skipped_lines": 0,
         "first_ms": min(r.unix_ms for _, r in rows),
+        "first_time": iso_ms(min(r.unix_ms for _, r in rows)),
         "last_ms": max(r.unix_ms for _, r in rows),
+        "last_time": iso_ms(max(r.unix_ms for _, r in rows)),
         "polls": len({(n, r.unix_ms) for n, r in rows}),
         "nodes": sorted({n for n, _ in rows}),
         "containers": len(containers),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import msgspec
@@ -144,3 +145,33 @@ def test_rows_name_the_node_of_the_trace_or_of_node(tmp_path: Path) -> None:
         assert got == golden
     done = replay(trace, tmp_path / "bad" / "d.jsonl", "--node", "../etc")
     assert done.returncode == 1 and "--node" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_collector_without_api_access_never_imports_the_kubernetes_client(tmp_path: Path) -> None:
+    """The kubernetes client is heavy: `croft run` imports it only to load an API configuration,
+    which a collector without API access (a bare host, a replay) never does."""
+    code = (
+        "import sys\nfrom croft.app.cli import main\n"
+        "try:\n"
+        f"    main(['run', '--replay', {str(TRACES / 'live')!r}, '--dataset', "
+        f"{str(tmp_path / 'croft-dataset.jsonl')!r}])\n"
+        "except SystemExit as exc:\n"
+        "    print('code', exc.code, 'kubernetes' in sys.modules)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False, env=env
+    )
+    assert done.stdout.strip().splitlines()[-1] == "code 0 False", done.stderr
+
+
+def test_api_access_is_a_kubeconfig_or_a_pods_service_account(tmp_path: Path) -> None:
+    from croft.adapters.kube.pod_watch import api_access
+
+    token = tmp_path / "token"
+    pod_env = {"KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443"}
+    assert api_access(None, pod_env, token) is None  # no token mounted
+    token.write_text("t")
+    assert api_access(None, pod_env, token) == "in-cluster"
+    assert api_access(None, {}, token) is None  # a token file, but no API address: not a pod
+    assert api_access(tmp_path / "kubeconfig", {}, token) == "kubeconfig"

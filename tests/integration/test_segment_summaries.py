@@ -31,7 +31,7 @@ from croft.adapters.dataset.summaries import index, load
 from croft.domain.dataset import codec
 from croft.domain.dataset.profile import Subject
 from croft.domain.dataset.rotation import Naming, SegmentName
-from croft.domain.dataset.row import CgroupUsage, SyscallRate
+from croft.domain.dataset.row import CgroupUsage, Pod, SyscallRate
 from croft.domain.dataset.segments import FOOTER_BYTES, FOOTER_MAGIC, SKIPPABLE_MAGIC, decode, frame_start
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,21 +41,29 @@ OTHER_CGROUP = "/kubepods/shared.slice"  # rows of several containers, and of ea
 HOUR = 3_600_000
 
 
-def line(draw: st.DrawFn, hour: int) -> bytes:
+# each container's pod, as a collector with API access names it (the last one's rows never do)
+PODS = {
+    IDS[0]: Pod(namespace="shop", name="web-0", container="web"),
+    IDS[2]: Pod(namespace="shop", name="web-0"),
+}
+
+
+def line(draw: st.DrawFn, hour: int, pods: bool = True) -> bytes:
     container = draw(st.sampled_from(IDS))
-    value = codec.row_to_dict(
-        make_row(
-            draw(st.integers(1, 6)),
-            T0_MS + hour * HOUR + draw(st.integers(0, 5)) * 2000,
-            container_id=container,
-            cpu_cores=draw(st.sampled_from([0.0, 0.25, 1.5])),
-            rss_bytes=draw(st.sampled_from([1 << 30, 3 << 29, 2**53 + 2])),
-            cgroup=draw(st.sampled_from([None, None, OTHER_CGROUP])),
-            workload=draw(st.sampled_from(["no-gpu", "no-gpu", "gpu-held"])),
-            framework=draw(st.sampled_from([None, "pytorch", "vllm"])),
-            syscalls=(SyscallRate(name=draw(st.sampled_from(["futex", "read"])), rate_per_sec=0.1),),
-        )
+    row = make_row(
+        draw(st.integers(1, 6)),
+        T0_MS + hour * HOUR + draw(st.integers(0, 5)) * 2000,
+        container_id=container,
+        cpu_cores=draw(st.sampled_from([0.0, 0.25, 1.5])),
+        rss_bytes=draw(st.sampled_from([1 << 30, 3 << 29, 2**53 + 2])),
+        cgroup=draw(st.sampled_from([None, None, OTHER_CGROUP])),
+        workload=draw(st.sampled_from(["no-gpu", "no-gpu", "gpu-held"])),
+        framework=draw(st.sampled_from([None, "pytorch", "vllm"])),
+        syscalls=(SyscallRate(name=draw(st.sampled_from(["futex", "read"])), rate_per_sec=0.1),),
     )
+    if pods and container in PODS and draw(st.booleans()):
+        row = msgspec.structs.replace(row, pod=PODS[container])
+    value = codec.row_to_dict(row)
     node = draw(st.sampled_from([None, "", "named"]))
     if node is not None:
         value["node"] = node
@@ -74,8 +82,8 @@ GPUS = (
 
 
 @st.composite
-def segment(draw: st.DrawFn, hour: int) -> bytes:
-    lines = [line(draw, hour) for _ in range(draw(st.integers(1, 8)))]
+def segment(draw: st.DrawFn, hour: int, pods: bool = True) -> bytes:
+    lines = [line(draw, hour, pods) for _ in range(draw(st.integers(1, 8)))]
     if draw(st.integers(0, 3)) == 0:
         lines.insert(draw(st.integers(0, len(lines))), b"not json " + IDS[0][:8].encode())
     data = b"\n".join(lines) + b"\n"
@@ -104,7 +112,12 @@ def datasets(draw: st.DrawFn) -> dict[str, list[tuple[int, bytes, str]]]:
     nodes = {}
     for node in draw(st.lists(st.sampled_from(["n1", "n2"]), min_size=1, max_size=2, unique=True)):
         hours = draw(st.lists(st.integers(0, 4), min_size=1, max_size=3, unique=True))
-        nodes[node] = [(hour, draw(segment(hour)), draw(st.sampled_from(DAMAGE))) for hour in sorted(hours)]
+        damages = [draw(st.sampled_from(DAMAGE)) for _ in hours]
+        # a version 2 summary was written by a collector that named no pods
+        nodes[node] = [
+            (hour, draw(segment(hour, damage != "version 2")), damage)
+            for hour, damage in zip(sorted(hours), damages, strict=True)
+        ]
     return nodes
 
 
@@ -170,6 +183,7 @@ def as_version_2(whole: bytes) -> bytes:
     data_bytes = body["data_bytes"]
     body["version"] = 2
     del body["profile"]
+    body["containers"] = [entry[:8] for entry in body["containers"]]  # no pods named before 4
     raw = msgspec.json.encode(body)
     payload = raw + data_bytes.to_bytes(8, "little") + zlib.crc32(raw).to_bytes(4, "little") + FOOTER_MAGIC
     return (
@@ -203,7 +217,8 @@ def profile_answer(
     tracks = {
         key: (t.first_ms, t.last_ms, t.polls, t.processes, t.container_ids) for key, t in acc.tracks.items()
     }
-    return tracks, acc.skips.report()
+    ids = {cid for t in acc.tracks.values() for cid in t.container_ids}
+    return tracks, acc.skips.report(), {cid: pod for cid, pod in acc.pods.items() if cid in ids}
 
 
 SUBJECTS = (
@@ -212,6 +227,7 @@ SUBJECTS = (
     Subject("cgroup", "/user.slice"),
     Subject("cgroup", OTHER_CGROUP),
     Subject("pid", "3"),
+    Subject("pod", "shop/web-0"),
 )
 WINDOWS = ((None, None), (T0_MS + HOUR, T0_MS + 2 * HOUR - 1), (T0_MS + 3 * HOUR + 4000, None))
 

@@ -14,6 +14,8 @@ from tests.helpers.cli import croft
 from tests.helpers.rows import seq_row
 from tests.helpers.spec_keys import STATS_KEYS
 
+from croft.domain.utc import iso_ms
+
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "datasets"
 
 
@@ -43,6 +45,7 @@ def test_json_has_the_keys_of_the_issue_and_agrees_with_the_summary() -> None:
     assert got["nodes"] == ["cpu-c", "gpu-a", "gpu-b"]
     assert got["files"] == 6 and got["skipped_lines"] == 0
     assert sum(got["workloads"].values()) == got["rows"]
+    assert (got["first_time"], got["last_time"]) == (iso_ms(got["first_ms"]), iso_ms(got["last_ms"]))
 
 
 def test_the_dataset_path_comes_from_dataset_path() -> None:
@@ -133,7 +136,13 @@ def test_containers_lists_every_container_and_host_cgroup_with_full_ids() -> Non
     listed = json.loads(croft("stats", str(FIXTURES / "nodes"), "--containers", "--json").stdout)[
         "containers"
     ]
-    assert list(listed[0]) == ["container_id", "cgroup", "framework", "nodes", "first_ms", "last_ms", "rows"]
+    assert list(listed[0]) == [
+        "container_id", "pod", "cgroup", "framework", "nodes", "first_ms", "first_time", "last_ms",
+        "last_time", "rows",
+    ]  # fmt: skip
+    assert all(
+        e["first_time"] == iso_ms(e["first_ms"]) and e["last_time"] == iso_ms(e["last_ms"]) for e in listed
+    )
     got = json.loads(croft("stats", str(FIXTURES / "nodes"), "--json").stdout)
     assert sum(e["rows"] for e in listed) == got["rows"]
     assert sum(e["container_id"] is not None for e in listed) == got["containers"]

@@ -19,12 +19,13 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import msgspec
 import pytest
 from tests.helpers.cli import CROFT
 from tests.helpers.rows import append, encode, make_row
 
 from croft.domain.dataset.codec import encode_row
-from croft.domain.dataset.row import Row
+from croft.domain.dataset.row import CgroupUsage, Row, ShortLived, SyscallRate
 
 pytestmark = pytest.mark.slow
 LIVE = "croft-dataset.jsonl"
@@ -245,9 +246,35 @@ def test_a_file_without_a_complete_poll_waits_for_one(tmux: Tmux, tmp_path: Path
 # --- the interactive screen: keys, resizes, a stopped collector, looking back ---------------------
 
 
+HINTS = ("↑↓ scroll", "Esc cancel", "any key: back to the table")
+
+
+def frame(screen: str) -> str | None:
+    """The frame drawn last: the pane down to its first key-hint line (a frame's last line, written
+    after every line above it), without what an earlier, taller frame left below it until the
+    screen is cleared; None while no frame is whole."""
+    lines = screen.splitlines()
+    end = next((i for i, line in enumerate(lines) if any(hint in line for hint in HINTS)), None)
+    return None if end is None else "\n".join(lines[: end + 1])
+
+
 def drawn(tmux: Tmux, what: str, ready: Callable[[str], bool]) -> str:
-    """The pane once `ready` holds on a whole frame (the key-hint line, the last, is drawn)."""
-    return tmux.wait_for(what, lambda s: ("PgDn scroll" in s or "Esc cancel" in s) and ready(s))
+    """The frame once `ready` holds on it (see `frame`)."""
+    screen = tmux.wait_for(what, lambda s: (whole := frame(s)) is not None and ready(whole))
+    whole = frame(screen)
+    assert whole is not None
+    return whole
+
+
+def _titles(screen: str) -> list[str]:
+    """The column titles of a drawn table (none while it is not drawn)."""
+    return next((line.split() for line in screen.splitlines() if " PID " in line), [])
+
+
+MANY_CALLS = tuple(
+    SyscallRate(name=name, rate_per_sec=rate)
+    for name, rate in (("clock_nanosleep", 9000.0), ("io_uring_enter", 800.0), ("futex", 282.0))
+)
 
 
 def many_processes(unix_ms: int, count: int = 60) -> list[Row]:
@@ -279,7 +306,7 @@ def test_keys_sort_filter_and_scroll(tmux: Tmux, tmp_path: Path) -> None:
     status = start_top(tmux, tmp_path, interval=5)
     first = drawn(tmux, "the table", lambda s: "worker1 " in s)
     assert pids_of(first)[:3] == [1000, 1001, 1002]  # CPU, busiest first
-    assert "q quit · c/m/s/p sort (CPU) · / filter" in first.rstrip().splitlines()[-1], first
+    assert "q quit · ? keys · c/m/s/p sort (CPU) · / filter · ↑↓ scroll" in first.rstrip().splitlines()[-1]
     assert re.search(r"rows 1-\d+ of 60", first)
 
     tmux("send-keys", "-t", "top", "m")
@@ -306,6 +333,126 @@ def test_keys_sort_filter_and_scroll(tmux: Tmux, tmp_path: Path) -> None:
     assert exit_status(status, tmux) == "0"
 
 
+def test_a_sort_key_twice_reverses_and_slash_starts_a_new_filter(tmux: Tmux, tmp_path: Path) -> None:
+    live = tmp_path / LIVE
+    live.write_bytes(encode(many_processes(now_ms())))
+    status = start_top(tmux, tmp_path, interval=5)
+    drawn(tmux, "the table", lambda s: "worker1 " in s)
+    tmux("send-keys", "-t", "top", "m")
+    by_memory = drawn(tmux, "sort by memory", lambda s: "sort (memory)" in s)
+    assert pids_of(by_memory)[:3] == [1059, 1058, 1057]
+    tmux("send-keys", "-t", "top", "m")  # the same key again: the order turned round
+    reversed_ = drawn(tmux, "memory reversed", lambda s: "sort (memory, reversed)" in s)
+    assert pids_of(reversed_)[:3] == [1000, 1001, 1002]
+    tmux("send-keys", "-t", "top", "c")  # another key: busiest first again
+    by_cpu = drawn(tmux, "sort by CPU", lambda s: "sort (CPU)" in s)
+    assert pids_of(by_cpu)[:3] == [1000, 1001, 1002]
+
+    tmux("send-keys", "-t", "top", "/", "l", "o", "a", "d", "Enter")
+    drawn(tmux, "the first filter", lambda s: "filter 'load' (Esc clears)" in s)
+    tmux("send-keys", "-t", "top", "/")
+    typing = drawn(tmux, "a new filter being typed", lambda s: "filter: _" in s)
+    assert "filter: load" not in typing  # the new filter starts empty, not from 'load'
+    tmux("send-keys", "-t", "top", "w", "o", "r", "k", "e", "r", "5", "Enter")
+    second = drawn(tmux, "the second filter", lambda s: "filter 'worker5' (Esc clears)" in s)
+    assert sorted(pids_of(second)) == [1005, *range(1051, 1060)]
+    tmux("send-keys", "-t", "top", "q")
+    assert exit_status(status, tmux) == "0"
+
+
+@pytest.mark.parametrize("key", ["?", "h"])
+def test_question_mark_and_h_show_the_keys(tmux: Tmux, tmp_path: Path, key: str) -> None:
+    (tmp_path / LIVE).write_bytes(encode(many_processes(now_ms())))
+    status = start_top(tmux, tmp_path, interval=5)
+    drawn(tmux, "the table", lambda s: "worker1 " in s)
+    tmux("send-keys", "-t", "top", key)
+    keys = drawn(tmux, "the keys", lambda s: "any key: back to the table" in s)
+    assert "croft top keys" in keys and "the same key again reverses the order" in keys
+    assert "type a new filter" in keys and "worker1 " not in keys
+    tmux("send-keys", "-t", "top", "x")  # any key goes back
+    back = drawn(tmux, "the table again", lambda s: "worker1 " in s)
+    assert "croft top keys" not in back
+    tmux("send-keys", "-t", "top", "q")
+    assert exit_status(status, tmux) == "0"
+
+
+def test_the_filter_matches_node_names_in_the_multi_node_view(tmux: Tmux, tmp_path: Path) -> None:
+    stamp = now_ms()
+    for node, comm in (("gpu-a", "alpha"), ("cpu-b", "bravo")):
+        (tmp_path / node).mkdir()
+        rows = [msgspec.structs.replace(r, node=node) for r in busy_poll(stamp, comm, 2)]
+        (tmp_path / node / LIVE).write_bytes(encode(rows))
+    status = start_top(tmux, tmp_path, interval=5)
+    both = drawn(tmux, "both nodes", lambda s: "alpha" in s and "bravo" in s)
+    assert "2 nodes (cpu-b, gpu-a)" in both
+    tmux("send-keys", "-t", "top", "/", "c", "p", "u", "-", "b", "Enter")
+    one = drawn(tmux, "one node's processes", lambda s: "filter 'cpu-b'" in s)
+    assert "bravo" in one and "alpha" not in one
+    tmux("send-keys", "-t", "top", "q")
+    assert exit_status(status, tmux) == "0"
+
+
+def felt_poll(unix_ms: int) -> list[Row]:
+    """Three `python3` processes of one throttled container, told apart by their command lines;
+    the busy one's row carries the container's 31 short-lived processes."""
+    usage = CgroupUsage(
+        cpu_cores=0.2,
+        cpu_throttled_fraction=0.95,
+        memory_bytes=1 << 30,
+        oom_kills=0,
+        cpu_pressure_avg10=61.0,
+        memory_pressure_avg10=0.0,
+        io_pressure_avg10=0.0,
+    )
+    rows = []
+    for k, script in enumerate(("train.py --lr 0.1", "serve.py --port 8080", "eval.py --split test")):
+        row = make_row(600 + k, unix_ms, comm="python3", cpu_cores=0.115 - 0.05 * k, cgroup_usage=usage)
+        process = msgspec.structs.replace(row.process, cmdline=f"/usr/bin/python3 {script}")
+        rows.append(msgspec.structs.replace(row, process=process))
+    calls = (SyscallRate(name="execve", rate_per_sec=15.5),)
+    rows[0] = msgspec.structs.replace(rows[0], short_lived=ShortLived(processes=31, syscalls=calls))
+    return rows
+
+
+def test_what_the_container_felt_and_the_command_lines_show(tmux: Tmux, tmp_path: Path) -> None:
+    """Under a CPU quota a process showed 11.5 % CPU while its cgroup was throttled 95 % of its
+    periods: at 160 columns THR%, PSI%, SHORT and COMMAND say it; at 80 THR% stays, the others
+    are dropped."""
+    (tmp_path / LIVE).write_bytes(encode(felt_poll(now_ms())))
+    status = start_top(tmux, tmp_path, interval=30)
+    tmux("resize-window", "-t", "top", "-x", "160", "-y", "20")
+    wide = drawn(tmux, "the 160-column table", lambda s: "COMMAND" in s and "python3" in s)
+    titles = next(line for line in wide.splitlines() if "PID" in line).split()
+    assert titles[:2] == ["CONTAINER", "PID"] and titles[-1] == "COMMAND"
+    for script in ("train.py --lr 0.1", "serve.py --port 8080", "eval.py --split test"):
+        (line,) = [row for row in rows_of(wide) if script in row]
+        assert re.search(r" python3 .* 95 +61 +1\.0G .* 31 ", line), line
+    tmux("resize-window", "-t", "top", "-x", "80", "-y", "20")
+    at_80 = ["CONTAINER", "PID", "COMM", "CPU%", "THR%", "RSS", "AGE", "BUSIEST", "SYSCALLS"]
+    narrow = drawn(tmux, "the 80-column table", lambda s: _titles(s) == at_80)
+    assert all(len(line) <= 80 for line in narrow.splitlines())
+    assert all(re.search(r" python3 +\d+\.\d +95 ", row) for row in rows_of(narrow)), narrow
+    tmux("send-keys", "-t", "top", "q")
+    assert exit_status(status, tmux) == "0"
+
+
+def test_paging_keeps_the_columns(tmux: Tmux, tmp_path: Path) -> None:
+    """The widest cells are on the first page only (a long command name, long syscall lists):
+    PgDn and End leave the title line as it was."""
+    stamp = now_ms()
+    rows = many_processes(stamp)
+    rows[0] = make_row(1000, stamp, comm="a-long-command", cpu_cores=0.99, syscalls=MANY_CALLS)
+    (tmp_path / LIVE).write_bytes(encode(rows))
+    status = start_top(tmux, tmp_path, interval=30)
+    first = drawn(tmux, "the first page", lambda s: "a-long-command" in s)
+    titles = next(line for line in first.splitlines() if "PID" in line)
+    tmux("send-keys", "-t", "top", "End")
+    last = drawn(tmux, "the last page", lambda s: "a-long-command" not in s and pids_of(s)[-1:] == [1059])
+    assert next(line for line in last.splitlines() if "PID" in line) == titles
+    tmux("send-keys", "-t", "top", "q")
+    assert exit_status(status, tmux) == "0"
+
+
 def test_a_resize_redraws_for_the_new_width(tmux: Tmux, tmp_path: Path) -> None:
     live = tmp_path / LIVE
     live.write_bytes(encode(busy_poll(now_ms(), "trainer")))
@@ -314,14 +461,25 @@ def test_a_resize_redraws_for_the_new_width(tmux: Tmux, tmp_path: Path) -> None:
     full_cgroup = (
         "/system.slice/docker-" + "33813f5d0a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5.scope"
     )
-    assert full_cgroup not in wide and "…" in wide  # 100 columns: the cgroup's end only
 
+    titles = next(line for line in wide.splitlines() if "PID" in line)
+    assert titles.split() == [  # 100 columns: the narrow columns ranked before the cgroup
+        *("CONTAINER", "PID", "COMM", "WORKLOAD", "CPU%", "THR%", "PSI%", "RSS", "NET/s", "I/O/s", "SHORT"),
+        *("AGE", "BUSIEST", "SYSCALLS"),
+    ]
     tmux("resize-window", "-t", "top", "-x", "60", "-y", "20")
     narrow = drawn(tmux, "the 60-column table", lambda s: "WORKLOAD" not in s and "trainer" in s)
     titles = next(line for line in narrow.splitlines() if "PID" in line)
-    assert titles.split() == ["CONTAINER", "PID", "COMM", "CPU%", "RSS", "BUSIEST", "SYSCALLS"]
+    assert titles.split() == ["CONTAINER", "PID", "COMM", "CPU%", "THR%", "RSS"]  # then the syscalls
     assert all(len(line) <= 60 for line in narrow.splitlines())
     assert all(re.search(r" \d+ trainer +\d+\.\d ", row) for row in rows_of(narrow)), narrow
+
+    # widening never trades a column for another: 80's columns are all at 90, which adds PSI%
+    tmux("resize-window", "-t", "top", "-x", "80", "-y", "20")
+    at_80 = _titles(drawn(tmux, "80 columns", lambda s: "THR%" in s and "PSI%" not in s and "trainer" in s))
+    tmux("resize-window", "-t", "top", "-x", "90", "-y", "20")
+    at_90 = _titles(drawn(tmux, "90 columns", lambda s: "PSI%" in s and "trainer" in s))
+    assert set(at_80) < set(at_90) and "CGROUP" not in at_90, (at_80, at_90)
 
     tmux("resize-window", "-t", "top", "-x", "160", "-y", "20")
     at_160 = drawn(tmux, "the 160-column table", lambda s: "I/O/s" in s and "trainer" in s)

@@ -79,8 +79,9 @@ def test_every_manifest_applies_server_side(control_plane: ControlPlane) -> None
 def test_deploy_creates_then_changes_nothing_then_rolls_a_new_image(plane: ControlPlane) -> None:
     first = deploy(plane, "--namespace", "croft-dt")
     assert first.returncode == 0, first.stderr
-    assert first.stdout.splitlines()[:3] == [
+    assert first.stdout.splitlines()[:5] == [
         "created Namespace croft-dt", "created ServiceAccount croft-dt/croft-collector",
+        "created ClusterRole croft-collector-croft-dt", "created ClusterRoleBinding croft-collector-croft-dt",
         "created DaemonSet croft-dt/croft-collector",
     ]  # fmt: skip
     assert first.stdout.splitlines()[-1].startswith("the collector is deployed on 2 nodes")
@@ -92,7 +93,7 @@ def test_deploy_creates_then_changes_nothing_then_rolls_a_new_image(plane: Contr
     generation = daemonset(plane, "croft-dt")["metadata"]["generation"]
     second = deploy(plane, "--namespace", "croft-dt")
     assert second.returncode == 0, second.stderr
-    assert all(line.startswith("unchanged ") for line in second.stdout.splitlines()[:5])
+    assert all(line.startswith("unchanged ") for line in second.stdout.splitlines()[:7])
     assert "nothing changed: the cluster already runs the collector as asked" in second.stdout
     assert second.stdout.splitlines()[-1].startswith("the collector is in place on 2 nodes")
     assert daemonset(plane, "croft-dt")["metadata"]["generation"] == generation
@@ -215,7 +216,8 @@ def test_delete_removes_what_deploy_applied_and_keeps_a_namespace_in_use(plane: 
         "deleted Role croft-del/croft-metrics", *readers,
         "deleted ClusterRoleBinding croft-del:croft-collector:auth-delegator",
         "deleted Role croft-del/croft-collect", "deleted Service croft-del/croft-collector",
-        "deleted DaemonSet croft-del/croft-collector", "deleted ServiceAccount croft-del/croft-collector",
+        "deleted DaemonSet croft-del/croft-collector", "deleted ClusterRoleBinding croft-collector-croft-del",
+        "deleted ClusterRole croft-collector-croft-del", "deleted ServiceAccount croft-del/croft-collector",
         "deleted Namespace croft-del",
     ]  # fmt: skip
     again = deploy(plane, "--namespace", "croft-del", "--delete")

@@ -3,11 +3,12 @@ deploy/docker/Dockerfile (no BCC, no LLVM) as a DaemonSet pod without kernel hea
 loads its precompiled CO-RE eBPF programs with the manifest's capabilities only and writes rows (in
 a dataset directory of the tests' own) for the webapp's real pods; the rows carry the container ids
 the API reports, cgroup figures the cgroup's own files give and syscall rates that add up to the
-load sent; its /metrics names each pod as the API does, and croft top lists the pods' processes."""
+load sent; rows, /metrics and croft top name each pod as the API does."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import time
@@ -120,57 +121,142 @@ def test_rows_carry_the_container_ids_the_api_reports(
     assert seen == {uid: {cid} for uid, cid in api_ids.items()}
 
 
-def test_metrics_name_each_pod_and_namespace_as_the_api_does_and_top_lists_its_processes(
-    node: Node, collector: dict[str, Any], webapp_image: str, namespace: str
+def test_rows_metrics_and_top_name_each_pod_as_the_api_does(
+    node: Node, collector: dict[str, Any], webapp_image: str, namespace: str, tmp_path: Path
 ) -> None:
-    """croft_container_info's pod_uid comes from the cgroup path; pod and namespace are read through
-    a process of the container (its /etc/hostname, its service account's namespace file), with the
-    collector's capabilities only. A pod without a service account token has its name and no
-    namespace, as croft's docs say."""
-    node.apply(webapp_deployment("named", 1, webapp_image, service_account_token=True), namespace)
-    node.apply(webapp_deployment("tokenless", 1, webapp_image), namespace)
-    pods = [*node.wait_ready(namespace, "app=named", 1), *node.wait_ready(namespace, "app=tokenless", 1)]
+    """The collector watches the pods of its node with its ServiceAccount (the manifests' RBAC:
+    get, list and watch pods): each row of a pod's container carries the namespace, pod and
+    container names the API gives for its container id, the pod's sandbox (pause) its pod by UID
+    with no container, and /metrics' series the same labels; croft top shows `namespace/pod` at 80
+    and at 160 columns (the screens are kept in SCREENS_DIR for the record)."""
+    node.apply(webapp_deployment("named", 2, webapp_image), namespace)
+    pods = node.wait_ready(namespace, "app=named", 2)
     expected = {
-        container_ids(p)["webapp"]: {
-            names.LABEL_POD_UID: p["metadata"]["uid"],
-            names.LABEL_POD: p["metadata"]["name"],
-            names.LABEL_NAMESPACE: namespace if p["metadata"]["labels"]["app"] == "named" else "",
-        }
-        for p in pods
+        container_ids(p)["webapp"]: {"namespace": namespace, "name": p["metadata"]["name"]} for p in pods
     }
+    for names_of in expected.values():
+        names_of["container"] = "webapp"
+    uids = {p["metadata"]["uid"]: p["metadata"]["name"] for p in pods}
     for pod in pods:
-        send_requests(pod["status"]["podIP"], 5)  # a row, so the container is served
-    url = (
-        f"http://{collector['status']['podIP']}:{collector['metadata']['annotations']['prometheus.io/port']}"
-    )
+        send_requests(pod["status"]["podIP"], 5)  # a busy poll: a row, so the container is served
+
+    def named_rows() -> dict[str, list[dict[str, Any]]]:
+        found: dict[str, list[dict[str, Any]]] = {}
+        for row in dataset_rows():
+            if row["process"]["container_id"] in expected and "pod" in row:
+                found.setdefault(row["process"]["container_id"], []).append(row)
+        return found if set(found) == set(expected) else {}
+
+    rows = wait_for("rows of both pods with their names", named_rows, 120)
+    for cid, named in rows.items():
+        assert all(row["pod"] == expected[cid] for row in named), (cid, expected[cid], named[-1]["pod"])
+
+    def sandboxes() -> list[dict[str, Any]]:
+        return [
+            row
+            for row in dataset_rows()
+            if "pod" in row and any(f"pod{uid}" in row["process"]["cgroup"] for uid in uids)
+            and row["process"]["container_id"] not in expected
+        ]  # fmt: skip
+
+    for row in wait_for("rows of the pods' sandboxes with their pod", sandboxes, 120):
+        uid = next(u for u in uids if f"pod{u}" in row["process"]["cgroup"])
+        assert row["pod"] == {"namespace": namespace, "name": uids[uid]}, row  # by UID: no container
+
+    port = collector["metadata"]["annotations"]["prometheus.io/port"]
+    url = f"http://{collector['status']['podIP']}:{port}"
 
     token = {"Authorization": f"Bearer {reader_token(node)}"}  # the collector checks who reads
 
-    def info() -> dict[str, dict[str, str]]:
-        # only the info series, as croft scale asks for its series (the collector filters them)
+    def labels() -> dict[str, dict[str, str]]:
+        # only the CPU series, as croft scale asks for its series (the collector filters them)
         body = httpx.get(
-            f"{url}/metrics", params={"name[]": names.CONTAINER_INFO}, headers=token, timeout=10
+            f"{url}/metrics", params={"name[]": names.CONTAINER_CPU_SECONDS_TOTAL}, headers=token, timeout=10
         ).text
-        found = {
-            s.label(names.LABEL_CONTAINER_ID): {k: v for k, v in s.labels if k in expected_keys}
-            for s in parse_exposition(body)
-        }
+        found = {s.label(names.LABEL_CONTAINER_ID): dict(s.labels) for s in parse_exposition(body)}
         return found if all(found.get(cid, {}).get(names.LABEL_POD) for cid in expected) else {}
 
-    expected_keys = {names.LABEL_POD_UID, names.LABEL_POD, names.LABEL_NAMESPACE}
-    served = wait_for("croft_container_info of both pods, with their names", info, 90)
-    assert {cid: served[cid] for cid in expected} == expected
+    served = wait_for("the pods' series with their names", labels, 90)
+    for cid, want in expected.items():
+        got = served[cid]
+        assert (got["namespace"], got["pod"], got["container"]) == (want["namespace"], want["name"], "webapp")
 
-    # croft top on the node's dataset: each pod's process, under the pod's cgroup
     out = subprocess.run(
-        [CROFT, "top", "--json", "--dataset", str(DATASET_DIR)], capture_output=True, text=True, timeout=120
+        [CROFT, "top", "--json", str(DATASET_DIR)], capture_output=True, text=True, timeout=120
     )
     assert out.returncode == 0, out.stderr
-    processes = json.loads(out.stdout)["processes"]
-    for cid, labels in expected.items():
-        mine = [p for p in processes if p["container_id"] == cid]
-        assert mine, f"croft top lists no process of {labels[names.LABEL_POD]} ({cid})"
-        assert all(labels[names.LABEL_POD_UID] in p["cgroup"] for p in mine), mine
+    listed = [p for p in json.loads(out.stdout)["processes"] if p["container_id"] in expected]
+    assert listed and all(p["pod"] == expected[p["container_id"]] for p in listed), listed
+    screens = top_screens(tmp_path, [pod["status"]["podIP"] for pod in pods])
+    for width, screen in screens.items():
+        titles = next(line for line in screen.splitlines() if " PID " in line).split()
+        assert titles[:3] == ["POD", "CONTAINER", "PID"], screen
+        assert all(len(line) <= width for line in screen.splitlines()), screen
+        for name in uids.values():
+            assert f"/{name}" in screen, (width, name, screen)  # the pod's name whole
+    wide = next(line for line in screens[160].splitlines() if " PID " in line).split()
+    assert {"THR%", "BUSIEST", "COMMAND"} <= set(wide), screens[160]  # 160 shows what 80 leaves out
+
+
+SCREENS_DIR = Path("/tmp/croft-node-top-screens")
+
+
+def top_screens(tmp_path: Path, ips: list[str]) -> dict[int, str]:
+    """`croft top` on the node's dataset in a tmux pane of 160, then of 80 columns (a session of
+    that size each, its pane's size checked), with the pods kept busy so that they sort first;
+    each pane as captured, also written to SCREENS_DIR."""
+    import shlex
+    import shutil
+    import threading
+
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is not installed; `make test` installs it through scripts/system-deps.sh")
+    conf = tmp_path / "tmux.conf"
+    conf.write_text("set -g status off\nset -g remain-on-exit on\n")
+    tmux = ["tmux", "-S", str(tmp_path / "tmux.sock"), "-f", str(conf)]
+    # os.environ, given whole: under pytest the process's own environment (which a child gets by
+    # default) carried COLUMNS=80, which tmux passed to the pane and rich then preferred to its size
+    environment = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "TMUX")}
+    done = threading.Event()
+
+    def load() -> None:
+        while not done.is_set():
+            for ip in ips:
+                try:
+                    send_requests(ip, 10)
+                except AssertionError:
+                    return
+
+    threading.Thread(target=load, daemon=True).start()
+    command = "env TERM=tmux-256color " + shlex.join([CROFT, "top", "--interval", "1", str(DATASET_DIR)])
+    screens: dict[int, str] = {}
+    try:
+        for width in (160, 80):
+            session = f"top{width}"
+            start = ["new-session", "-d", "-s", session, "-x", str(width), "-y", "30", command]
+            subprocess.run([*tmux, *start], check=True, env=environment)
+            size = subprocess.run(
+                [*tmux, "display", "-p", "-t", session, "#{pane_width}x#{pane_height}"],
+                capture_output=True, text=True, check=True,
+            ).stdout.strip()  # fmt: skip
+            assert size == f"{width}x30", f"tmux made a {size} pane, not {width}x30"
+            time.sleep(3)  # three refreshes: the pods' busy polls are in
+
+            def pane(session: str = session, w: int = width) -> str:
+                shown = subprocess.run(
+                    [*tmux, "capture-pane", "-p", "-t", session], capture_output=True, text=True, check=True
+                ).stdout
+                whole = " PID " in shown and "POD" in shown and "scroll" in shown
+                return shown if whole and max(map(len, shown.splitlines())) <= w else ""
+
+            screens[width] = wait_for(f"croft top at {width} columns", pane, 60)
+    finally:
+        done.set()
+        subprocess.run([*tmux, "kill-server"], check=False, timeout=30, env=environment)
+    SCREENS_DIR.mkdir(exist_ok=True)
+    for width, screen in screens.items():
+        (SCREENS_DIR / f"top-{width}.txt").write_text(screen)
+    return screens
 
 
 def test_cgroup_usage_and_syscall_rates_agree_with_the_cgroup_and_the_load(

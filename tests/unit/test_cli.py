@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -147,3 +148,28 @@ def test_bash_completion_completes_commands_and_options(tmp_path: Path) -> None:
     assert "stats" in complete("st") and "top" in complete("to")
     assert "--containers" in complete("stats", "--con")
     assert "--cgroup" in complete("profile", "--cg")
+
+
+def _table_rows(text: str) -> dict[str, str]:
+    """The command tables' rows of a markdown page: command name -> what it does."""
+    rows: dict[str, str] = {}
+    for line in text.splitlines():
+        match = re.match(r"\| `croft (\w+)[^`]*` \| (.+) \|$", line)
+        if match:
+            rows[match.group(1)] = match.group(2)
+    return rows
+
+
+def test_each_commands_help_line_is_what_readme_and_the_commands_page_say() -> None:
+    """`croft --help`'s line for each command opens its row in README's and docs/commands.md's
+    tables (which may say more), so the three never say different things."""
+    from croft.app.cli import build_app
+
+    app = build_app()
+    helps = {name: app[name].help for name in app if not name.startswith("-")}
+    repo = Path(__file__).resolve().parents[2]
+    for page in (repo / "README.md", repo / "docs/commands.md"):
+        rows = _table_rows(page.read_text())
+        assert set(rows) == set(helps), page.name
+        for name, line in helps.items():
+            assert rows[name].startswith(line), (page.name, name, rows[name], line)

@@ -14,6 +14,7 @@ from croft.domain.dataset.row import (
     GpuEngine,
     GpuUse,
     Ingress,
+    Pod,
     Process,
     Row,
     ShortLived,
@@ -30,6 +31,7 @@ SPEC_EXAMPLE = """{
   "process": {
     "comm": "python",
     "exe": "/usr/local/bin/python3.12",
+    "cmdline": "python train.py --epochs 10",
     "cgroup": "/system.slice/docker-33813f5d0c8e4a1bb0f2e5d7a9c3b1e4f6a8d0c2e4b6a8f0d2c4e6a8b0d2f4e6.scope",
     "container_id": "33813f5d0c8e4a1bb0f2e5d7a9c3b1e4f6a8d0c2e4b6a8f0d2c4e6a8b0d2f4e6",
     "cwd": "/workspace",
@@ -71,17 +73,48 @@ def test_the_row_classes_list_their_fields_in_the_on_disk_key_order() -> None:
         ingress=INGRESS,
         gpus=(NVML_USE,),
         label="a",
+        pod=POD,
     )
     written = msgspec.json.decode(codec.encode_row(full))
-    on_disk = ["unix_ms", "tgid", "node", "process", "workload", "ioctl_count", "since_last_gpu_ioctl_ms",
-               "usage", "cgroup_usage", "syscalls", "short_lived", "ingress", "gpus", "label"]  # fmt: skip
+    on_disk = ["unix_ms", "tgid", "node", "process", "pod", "workload", "ioctl_count",
+               "since_last_gpu_ioctl_ms", "usage", "cgroup_usage", "syscalls", "short_lived", "ingress",
+               "gpus", "label"]  # fmt: skip
     assert [key for key in on_disk if key in json.loads(SPEC_EXAMPLE)] == list(json.loads(SPEC_EXAMPLE))
     assert list(written) == on_disk == list(Row.__struct_fields__)
-    for key, cls in (("process", Process), ("usage", Usage), ("cgroup_usage", CgroupUsage)):
+    for key, cls in (("process", Process), ("usage", Usage), ("cgroup_usage", CgroupUsage), ("pod", Pod)):
         assert list(written[key]) == list(cls.__struct_fields__)
     assert list(written["short_lived"]) == list(ShortLived.__struct_fields__)
     assert list(written["ingress"]) == list(Ingress.__struct_fields__)
     assert list(written["gpus"][0]) == list(GpuUse.__struct_fields__)
+
+
+POD = Pod(namespace="ml", name="trainer-7d9f", container="trainer")
+
+
+def test_pod_follows_process_and_is_left_out_without_names() -> None:
+    """A container of a pod of the node carries its names; a host process, a collector without
+    API access and older collectors write no `pod` key; the sandbox's process has no container."""
+    assert "pod" not in msgspec.json.decode(codec.encode_row(_host_row()))
+    keys = list(msgspec.json.decode(codec.encode_row(_host_row(pod=POD))))
+    assert keys[2:4] == ["process", "pod"]
+    sandbox = Pod(namespace="ml", name="trainer-7d9f")
+    assert msgspec.json.decode(codec.encode_row(_host_row(pod=sandbox)))["pod"] == {
+        "namespace": "ml",
+        "name": "trainer-7d9f",
+    }
+    assert codec.decode_row(codec.encode_row(_host_row(pod=POD))).pod == POD
+    with pytest.raises(codec.NotARow):
+        codec.row_from_dict(msgspec.json.decode(codec.encode_row(_host_row())) | {"pod": {"name": "x"}})
+
+
+def test_cmdline_follows_exe_and_is_left_out_without_arguments() -> None:
+    row = _host_row()
+    assert "cmdline" not in msgspec.json.decode(codec.encode_row(row))["process"]
+    with_arguments = msgspec.structs.replace(
+        row, process=msgspec.structs.replace(row.process, cmdline="bash -c 'sleep 1'")
+    )
+    process = msgspec.json.decode(codec.encode_row(with_arguments))["process"]
+    assert list(process)[:3] == ["comm", "exe", "cmdline"] and process["cmdline"] == "bash -c 'sleep 1'"
 
 
 INGRESS = Ingress(
@@ -235,6 +268,11 @@ def test_usage_round_trips(value: Usage) -> None:
 @given(s.cgroup_usages)
 def test_cgroup_usage_round_trips(value: CgroupUsage) -> None:
     assert msgspec.json.decode(msgspec.json.encode(value), type=CgroupUsage) == value
+
+
+@given(s.pods)
+def test_pod_round_trips(value: Pod) -> None:
+    assert msgspec.json.decode(msgspec.json.encode(value), type=Pod) == value
 
 
 @given(s.syscall_rates)

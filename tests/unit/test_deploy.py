@@ -6,6 +6,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 
 from croft.domain.collector.procparse import parse_cgroup_membership
 from croft.domain.collector.selection import parse_watch, watched
+from croft.domain.deploy.cluster import object_path
 from croft.domain.deploy.manifests import (
     CAPABILITIES,
     DOCKER_WATCH,
@@ -107,18 +109,43 @@ def test_docker_without_an_engine_says_so_in_one_sentence(tmp_path: Path) -> Non
     assert out.stderr.startswith("croft: no Docker engine here") and out.stderr.count("\n") == 1
 
 
+DAEMON_DOWN = (
+    "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?"
+)
+
+
 def test_docker_engine_refusing_is_reported(tmp_path: Path) -> None:
-    fake = tmp_path / "docker"
-    fake.write_text(
-        "#!/bin/sh\necho 'Cannot connect to the Docker daemon at unix:///var/run/docker.sock' >&2\nexit 1\n"
+    """docker's last words are its advice (`Run 'docker run --help' ...`): the cause, the line
+    before them, is what croft says. With the real docker command and no engine where this machine
+    has them (no engine here), else a stand-in printing what docker 27 prints."""
+    env = dict(os.environ)
+    real = shutil.which("docker")
+    engine = (
+        real is not None and subprocess.run([real, "info"], capture_output=True, check=False).returncode == 0
     )
-    fake.chmod(0o755)
-    out = croft("deploy", "docker", env={**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"})
-    assert out.returncode == 1
+    if real is None or engine:
+        fake = tmp_path / "docker"
+        fake.write_text(
+            f"#!/bin/sh\necho 'docker: {DAEMON_DOWN}' >&2\necho >&2\n"
+            "echo \"Run 'docker run --help' for more information\" >&2\nexit 125\n"
+        )
+        fake.chmod(0o755)
+        env["PATH"] = f"{tmp_path}:{os.environ['PATH']}"
+    out = croft("deploy", "docker", "--image", "croft-collector:none", env=env)
+    assert out.returncode == 1 and out.stdout == ""
     assert out.stderr == (
-        "croft: docker run failed: Cannot connect to the Docker daemon at unix:///var/run/docker.sock; "
-        "fix that and run croft deploy docker again\n"
+        f"croft: docker run failed: {DAEMON_DOWN}; fix that and run croft deploy docker again\n"
     )
+
+
+def test_the_cause_is_docker_s_last_line_but_its_advice() -> None:
+    from croft.adapters.kube.docker import cause
+
+    assert cause(
+        "docker: Error response from daemon: No such image: x.\nSee 'docker run --help'.\n", 125
+    ) == ("Error response from daemon: No such image: x.")
+    assert cause("Run 'docker run --help' for more information\n", 125) == "exit status 125"
+    assert cause("", 1) == "exit status 1"
 
 
 def test_docker_runs_the_argv_without_a_shell(tmp_path: Path) -> None:
@@ -162,8 +189,13 @@ def test_kubernetes_dry_run_is_the_manifests_with_the_options_applied() -> None:
     container = daemonset["spec"]["template"]["spec"]["containers"][0]
     assert container["image"] == "reg/croft:9"
     assert "--watch=kubepods,x" in container["args"]
-    # namespaced objects in it; cluster-scoped ones (the readers' RBAC) named after it
-    assert {d["metadata"].get("namespace", d["metadata"]["name"].split(":")[0]) for d in docs} == {"obs"}
+    # namespaced objects in it; cluster-scoped ones (the readers' and the pod reader's RBAC) named
+    # after it
+    scoped = [d for d in docs if not d["kind"].startswith("Cluster")]
+    assert {d["metadata"].get("namespace", d["metadata"]["name"]) for d in scoped} == {"obs"}
+    cluster_names = {d["metadata"]["name"] for d in docs if d["kind"].startswith("Cluster")}
+    assert "croft-collector-obs" in cluster_names
+    assert all(name == "croft-collector-obs" or name.startswith("obs:") for name in cluster_names)
 
 
 def test_the_daemonset_runs_as_the_issue_asks() -> None:
@@ -171,11 +203,11 @@ def test_the_daemonset_runs_as_the_issue_asks() -> None:
     pod = ds["spec"]["template"]["spec"]
     container = pod["containers"][0]
     security = container["securityContext"]
-    # the API token is mounted for --auth kubernetes only (TokenReview, SubjectAccessReview)
+    # the API token: it reads its node's pods, and with --auth kubernetes asks who reads it
     assert pod["hostPID"] is True and pod["automountServiceAccountToken"] is True
     assert "--auth=kubernetes" in container["args"]
     open_ds = next(d for d in manifests(DeployOptions(auth="none")) if d["kind"] == "DaemonSet")
-    assert open_ds["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
+    assert open_ds["spec"]["template"]["spec"]["automountServiceAccountToken"] is True
     assert not any(
         a.startswith("--auth") for a in open_ds["spec"]["template"]["spec"]["containers"][0]["args"]
     )
@@ -219,6 +251,29 @@ def test_kernel_5_11_or_later_leaves_sys_resource_out_and_contradicts_before_5_8
     out = croft("deploy", "kubernetes", "--dry-run", "--kernel-before-5-8", "--kernel-5-11-or-later")
     assert out.returncode != 0 and out.stdout == ""
     assert out.stderr.strip().endswith("contradict each other; pass one"), out.stderr
+
+
+def test_the_collector_may_read_pods_and_nothing_else() -> None:
+    """RBAC limited to get, list and watch pods (the collector watches its own node's), bound to
+    the collector's ServiceAccount in its namespace."""
+    docs = manifests(DeployOptions(namespace="obs"))
+    role = next(d for d in docs if d["kind"] == "ClusterRole")
+    binding = next(d for d in docs if d["kind"] == "ClusterRoleBinding")
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": role["metadata"]["name"],
+    }
+    account = next(d for d in docs if d["kind"] == "ServiceAccount")
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": "obs"}
+    ]
+    kinds = [d["kind"] for d in docs]
+    assert kinds.index("ClusterRoleBinding") < kinds.index("DaemonSet")  # bound before the pods start
+    pod = next(d for d in docs if d["kind"] == "DaemonSet")["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == account["metadata"]["name"]
+    assert object_path(role) == f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{role['metadata']['name']}"
 
 
 def test_checked_in_manifest_is_the_dry_run() -> None:
@@ -313,6 +368,8 @@ def test_undeploy_deletes_croft_objects_last_applied_first_and_guards_the_namesp
         "Role",
         "Service",
         "DaemonSet",
+        "ClusterRoleBinding",
+        "ClusterRole",
         "ServiceAccount",
         "Namespace",
     ]
@@ -322,10 +379,11 @@ def test_undeploy_deletes_croft_objects_last_applied_first_and_guards_the_namesp
     assert not kept[-1].delete and kept[-1].why == "other pods run in it (web-0, web-1): kept"
     assert all(s.delete for s in kept[:-1])
 
-    foreign = plan(docs, {**everything, 2: {"metadata": {"labels": {}}}}, [])
-    assert [s.delete for s in foreign] == [True, True, False, True, True]
+    daemonset = next(i for i, d in enumerate(docs) if d["kind"] == "DaemonSet")
+    foreign = plan(docs, {**everything, daemonset: {"metadata": {"labels": {}}}}, [])
+    assert [s.delete for s in foreign] == [True, True, False, True, True, True, True]
     assert foreign[2].why.startswith("not croft's")
-    assert [s.why for s in plan(docs, {}, [])] == ["not there"] * 5
+    assert [s.why for s in plan(docs, {}, [])] == ["not there"] * 7
 
     system = manifests(DeployOptions(image="croft-collector", namespace="kube-system"))
     assert not plan(system, dict.fromkeys(range(len(system)), labelled), [])[-1].delete
@@ -335,7 +393,7 @@ def test_undeploy_deletes_croft_objects_last_applied_first_and_guards_the_namesp
     kinds = [s.manifest["kind"] for s in plan(checked, dict.fromkeys(range(len(checked)), labelled), [])]
     readers = ["ClusterRoleBinding", "ServiceAccount", "ClusterRole"]
     assert kinds == ["Role", *readers, *readers, "ClusterRoleBinding", "Role", "Service", "DaemonSet",
-                     "ServiceAccount", "Namespace"]  # fmt: skip
+                     "ClusterRoleBinding", "ClusterRole", "ServiceAccount", "Namespace"]  # fmt: skip
 
 
 def test_the_network_policy_admits_only_its_two_sources_to_the_collectors_port() -> None:

@@ -111,3 +111,14 @@ ENTRY = {"node": "a", "name": "b", "size_bytes": 1, "checksum": "c", "parts": []
 def test_a_foreign_state_is_refused(value: object) -> None:
     with pytest.raises(BadState):
         decode_state(value)
+
+
+def test_a_version_1_state_exports_every_source_again_replacing_its_parts() -> None:
+    """Version 1 parts hold other columns (`unix_ms` was the timestamp): a re-run must not leave an
+    export directory with two schemas, so every source is exported again and its old parts go."""
+    part = part_path("a", "20261020T14", "croft-dataset.jsonl")
+    old = {"version": 1, "sources": [{**ENTRY, "name": "croft-dataset.jsonl", "parts": [part]}]}
+    state = decode_state(old)
+    source = Source("a", "croft-dataset.jsonl", 1, "c")  # the same size and checksum as then
+    plan = plan_export([source], state)
+    assert plan.export == (source,) and plan.stale[source.key] == (part,)

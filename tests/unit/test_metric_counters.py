@@ -5,12 +5,13 @@ never go down while a group is served."""
 from __future__ import annotations
 
 import itertools
-from pathlib import Path
 
+import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from croft.domain.dataset.row import Pod
 from croft.domain.metrics import names as names
 from croft.domain.metrics.counters import pod_uid
 from croft.domain.metrics.exposition import Sample
@@ -126,60 +127,10 @@ def test_the_pod_uid_comes_from_the_cgroup_path(path: str, uid: str) -> None:
     assert pod_uid(path) == uid
 
 
-def test_pod_name_and_namespace_are_read_through_a_process_of_the_container(tmp_path: Path) -> None:
-    from croft.adapters.host.pods import PodNames
-
-    root = tmp_path / "41" / "root"
-    (root / "etc").mkdir(parents=True)
-    (root / "etc" / "hostname").write_text("web-7d9c5-x2x4q\n")
-    secrets = root / "var/run/secrets/kubernetes.io/serviceaccount"
-    secrets.mkdir(parents=True)
-    (secrets / "namespace").write_text("shop")
-    pods = PodNames(tmp_path)
-    assert pods.lookup("ab" * 32, 41) == ("web-7d9c5-x2x4q", "shop")
-    (root / "etc" / "hostname").write_text("changed")  # read once per container
-    assert pods.lookup("ab" * 32, 41) == ("web-7d9c5-x2x4q", "shop")
-    assert pods.lookup("cd" * 32, 99) == ("", "")  # no such process: nothing readable
-    pods.forget_except({"ab" * 32})
-    assert pods.lookup("cd" * 32, 41) == ("changed", "shop")
-
-
-def test_pod_files_are_resolved_inside_the_containers_root(tmp_path: Path) -> None:
-    """Debian-based images have /var/run -> /run: through /proc/<pid>/root the kernel would follow
-    that link into the collector's own /run (on the real node every namespace read ""). Links are
-    resolved in the container's root, so they find the container's file and never one outside it;
-    a FIFO or a link loop reads as nothing, without blocking."""
-    import os
-
-    from croft.adapters.host.pods import PodNames
-
-    root = tmp_path / "41" / "root"
-    (root / "etc").mkdir(parents=True)
-    (root / "var").mkdir()
-    (root / "var" / "run").symlink_to("/run")
-    secrets = root / "run/secrets/kubernetes.io/serviceaccount"
-    secrets.mkdir(parents=True)
-    (secrets / "..data").mkdir()
-    (secrets / "..data" / "namespace").write_text("shop")
-    (secrets / "namespace").symlink_to("..data/namespace")  # as the kubelet's projected volume
-    (root / "etc" / "hostname").symlink_to("/srv/name")
-    (root / "srv").mkdir()
-    (root / "srv" / "name").write_text("web-0")
-    assert PodNames(tmp_path).lookup("ab" * 32, 41) == ("web-0", "shop")
-
-    (tmp_path / "outside").write_text("the collector's own file")
-    escape = "../" * (len(root.parts) + 2) + str(tmp_path / "outside").lstrip("/")
-    (root / "etc" / "hostname").unlink()
-    (root / "etc" / "hostname").symlink_to(escape)
-    (secrets / "namespace").unlink()
-    os.mkfifo(secrets / "namespace")
-    assert PodNames(tmp_path).lookup("cd" * 32, 41) == ("", "")
-    (root / "etc" / "hostname").unlink()
-    (root / "etc" / "hostname").symlink_to("/etc/hostname")  # a loop
-    assert PodNames(tmp_path).lookup("ef" * 32, 41) == ("", "")
-
-
-def test_the_info_series_carries_pod_uid_name_and_namespace() -> None:
+def test_a_pods_container_carries_its_names_on_every_series_and_the_info_its_uid() -> None:
+    """Rows that name their pod (the collector reads the API's pods of its node) give each series
+    of the container `namespace`, `pod` and `container` labels, as cAdvisor's kubelet series;
+    the pod's sandbox has no container name; a host cgroup and a container without names have none."""
     pod_cgroup = (
         "/kubepods.slice/kubepods-pod0d8e0a3c_1b2c_4d5e_8f90_123456789abc.slice/cri-containerd-"
         + CID
@@ -187,22 +138,34 @@ def test_the_info_series_carries_pod_uid_name_and_namespace() -> None:
     )
     current = poll(2, (proc(1),), (cgroup(WATCHED),))
     row = member_row(WATCHED, 1, {"read": 1.0}, cgroup=pod_cgroup)
-    samples, _ = series(current, [row], HEALTH, MetricsMemory(), {CID: ("web-0", "shop")})
+    named = msgspec.structs.replace(row, pod=Pod(namespace="shop", name="web-0", container="web"))
+    samples, _ = series(current, [named], HEALTH, MetricsMemory())
     (info,) = [s for s in samples if s.name == names.CONTAINER_INFO]
     assert dict(info.labels) == {
         "cgroup": pod_cgroup,
+        "container": "web",
         "container_id": CID,
         "namespace": "shop",
         "pod": "web-0",
         "pod_uid": "0d8e0a3c-1b2c-4d5e-8f90-123456789abc",
     }
+    per_container = [s for s in samples if s.name.startswith("croft_container_")]
+    assert {s.name for s in per_container} >= {names.CONTAINER_CPU_CORES, names.CONTAINER_SYSCALLS_TOTAL}
+    for sample in per_container:
+        labels = dict(sample.labels)
+        assert (labels["namespace"], labels["pod"], labels["container"]) == ("shop", "web-0", "web"), sample
+        assert [k for k, _ in sample.labels] == sorted(k for k, _ in sample.labels)
+    sandbox = msgspec.structs.replace(row, pod=Pod(namespace="shop", name="web-0"))
+    samples, _ = series(current, [sandbox], HEALTH, MetricsMemory())
+    cores = next(s for s in samples if s.name == names.CONTAINER_CPU_CORES)
+    assert dict(cores.labels)["pod"] == "web-0" and "container" not in dict(cores.labels)
+    samples, _ = series(current, [row], HEALTH, MetricsMemory())
+    assert all("pod" not in dict(s.labels) for s in samples)
 
 
 def test_a_figure_no_row_measured_has_no_counter_rather_than_one_stuck_at_0() -> None:
     """Disk bytes unread (/proc/<pid>/io closed to the collector) and network bytes without the
     socket tracepoints: no counter; a cgroup without CPU usage files: no CPU seconds."""
-    import msgspec
-
     row = member_row(WATCHED, 100, {"read": 1.0})
     unread = msgspec.structs.replace(
         row.usage, read_bytes_s=None, write_bytes_s=None, network_rx_bytes_s=None, network_tx_bytes_s=None

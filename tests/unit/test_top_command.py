@@ -47,9 +47,12 @@ def test_once_prints_a_tidy_table_and_exits_0(dataset: Path) -> None:
         "FRAMEWORK",
         "WORKLOAD",
         "CPU%",
+        "THR%",
+        "PSI%",
         "RSS",
         "NET/s",
         "I/O/s",
+        "SHORT",
         "AGE",
         "CGROUP",
         "BUSIEST",
@@ -58,7 +61,10 @@ def test_once_prints_a_tidy_table_and_exits_0(dataset: Path) -> None:
     assert [row.split()[2] for row in rows] == ["trainer", "a-very-long-pr…", "loader", *["python"] * 3]
     assert rows[2].startswith("host:/srv/etl ")
     for idle in rows[3:]:  # the first poll's processes, held from 2 s before at 0 % with their age
-        assert re.search(r" 0\.0 +1\.0G +0 +0 +2s /system\.slice/docker-33813f5d\S+\.scope$", idle), idle
+        # its container's throttling, pressure and short-lived count are those of the newest poll
+        assert re.search(
+            r" 0\.0 +0 +0 +1\.0G +0 +0 +0 +2s /system\.slice/docker-33813f5d\S+\.scope$", idle
+        ), idle
     for line in lines:
         assert line == line.rstrip()
     pid_end = titles.index("PID") + len("PID")  # right-justified numbers end under their title
@@ -163,3 +169,23 @@ def test_batch_mode_reprints_every_interval_and_ends_cleanly_on_ctrl_c(dataset: 
     assert headers == 2
     assert proc.returncode == 0
     assert "Traceback" not in err
+
+
+def test_at_takes_the_time_croft_printed_and_refuses_times_outside_the_data(dataset: Path) -> None:
+    """The header's `2026-10-20 14:19:12 UTC`, given back to --at, shows that poll; an age (`10m`)
+    and a time past the data are refused alike, naming the nearest poll."""
+    printed = croft("top", "--once", "--dataset", str(dataset)).stdout.splitlines()[0]
+    when = re.search(r"poll (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC)", printed)
+    assert when, printed
+    back = croft("top", "--once", "--at", when.group(1), "--dataset", str(dataset))
+    assert back.returncode == 0, back.stderr
+    assert f"poll {when.group(1)}" in back.stdout.splitlines()[0]
+    for at in ("10m", "2026-10-20 14:20:00 UTC"):  # a minute after the last poll
+        out = croft("top", "--once", "--at", at, "--dataset", str(dataset))
+        assert out.returncode == 1 and out.stdout == "", out
+        assert re.fullmatch(
+            rf"croft: \S+ has no poll within 10 s of --at {at} \([^)]+ UTC\): "
+            r"(the nearest poll is [^;]+|no poll between [^;]+); give an --at time the dataset covers "
+            r"\(croft stats shows its span\)\n",
+            out.stderr,
+        ), out.stderr

@@ -3,18 +3,22 @@ the columns a width holds, keys, --at replay and the times users type."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from msgspec.structs import replace
 
-from croft.domain.dataset.row import SyscallRate
+from croft.domain.dataset.row import Pod, SyscallRate
 from croft.domain.times import BadTime, duration_ms, parse_time
 from croft.domain.top.cells import fit_cgroup, fit_parts, short_ids
 from croft.domain.top.keys import Screen, decode_keys, hint_line, press
 from croft.domain.top.layout import layout, lines
 from croft.domain.top.replay import Replay
-from croft.domain.top.table import HELD_POLLS, NodePoll, View, build_table, stopped_note, to_json
+from croft.domain.top.table import HELD_POLLS, NodePoll, TopTable, View, build_table, stopped_note, to_json
+from croft.domain.utc import iso_ms, readable
 from tests.helpers.rows import T0_MS, make_row
 
 MANY_CALLS = tuple(
@@ -136,24 +140,23 @@ def test_a_narrow_screen_drops_columns_but_keeps_pid_and_cpu(width: int) -> None
 
 
 def test_columns_are_dropped_in_priority_order_and_wide_screens_show_everything() -> None:
-    # the syscalls (25 at least) do not fit; the narrower columns dropped before them come back
-    assert at_width(60)[0].split() == ["CONTAINER", "PID", "COMM", "WORKLOAD", "CPU%", "RSS", "NET/s", "AGE"]
+    # the syscalls (25 characters at least) are next and do not fit: nothing after them shows
+    assert at_width(60)[0].split() == ["CONTAINER", "PID", "COMM", "CPU%", "THR%", "RSS"]
     assert at_width(80)[0].split() == [
-        *("CONTAINER", "PID", "COMM", "WORKLOAD", "CPU%", "RSS", "AGE", "BUSIEST", "SYSCALLS")
+        *("CONTAINER", "PID", "COMM", "CPU%", "THR%", "RSS", "AGE", "BUSIEST", "SYSCALLS")
     ]
-    # a cgroup under 28 characters does not read: dropped, and the narrow columns use the room
-    assert at_width(100)[0].split() == [
-        *("CONTAINER", "PID", "COMM", "FRAMEWORK", "WORKLOAD", "CPU%", "RSS", "NET/s", "I/O/s", "AGE"),
-        *("BUSIEST", "SYSCALLS"),
+    # a column joins only while the syscalls keep the 30 characters that read (two or three)
+    assert at_width(90)[0].split() == [
+        *("CONTAINER", "PID", "COMM", "WORKLOAD", "CPU%", "THR%", "RSS", "AGE", "BUSIEST", "SYSCALLS")
     ]
     assert at_width(120)[0].split() == [
-        *("CONTAINER", "PID", "COMM", "WORKLOAD", "CPU%", "RSS", "NET/s", "I/O/s", "AGE", "CGROUP"),
-        *("BUSIEST", "SYSCALLS"),
+        *("CONTAINER", "PID", "COMM", "WORKLOAD", "CPU%", "THR%", "PSI%", "RSS", "NET/s", "I/O/s", "SHORT"),
+        *("AGE", "BUSIEST", "SYSCALLS"),
     ]
     wide_titles, wide_rows = at_width(300)
     assert wide_titles.split() == [
-        *("CONTAINER", "PID", "COMM", "FRAMEWORK", "WORKLOAD", "CPU%", "RSS", "NET/s", "I/O/s", "AGE"),
-        *("CGROUP", "BUSIEST", "SYSCALLS"),
+        *("CONTAINER", "PID", "COMM", "FRAMEWORK", "WORKLOAD", "CPU%", "THR%", "PSI%", "RSS", "NET/s"),
+        *("I/O/s", "SHORT", "AGE", "CGROUP", "BUSIEST", "SYSCALLS"),
     ]
     # every syscall, whole, and the whole cgroup path
     assert wide_rows[0].endswith(
@@ -244,7 +247,7 @@ def test_at_160_columns_every_cgroup_reads_beside_the_busiest_syscalls() -> None
     shows, whole."""
     cells = cgroup_cells(160)
     assert cells == {
-        "worker-0": "/kubepods/besteffort/pod904f341f…/abd70765cd74…",
+        "worker-0": "…/besteffort/pod904f341f…/abd70765cd74…",
         "worker-1": "…/cri-containerd-032b73284bb5….scope",
         "worker-2": "/system.slice/docker-c85f0d469037….scope",
         "containerd": "/system.slice/containerd.service",
@@ -252,9 +255,9 @@ def test_at_160_columns_every_cgroup_reads_beside_the_busiest_syscalls() -> None
     table = build_table([mixed_cgroups()], T0_MS)
     titles, rows = lines(table, layout(table, 160))
     assert all(len(line) <= 160 for line in [titles, *rows])
-    assert titles.split()[:11] == [
-        *("CONTAINER", "PID", "COMM", "FRAMEWORK", "WORKLOAD", "CPU%", "RSS", "NET/s", "I/O/s", "AGE"),
-        "CGROUP",
+    assert titles.split()[:14] == [
+        *("CONTAINER", "PID", "COMM", "FRAMEWORK", "WORKLOAD", "CPU%", "THR%", "PSI%", "RSS", "NET/s"),
+        *("I/O/s", "SHORT", "AGE", "CGROUP"),
     ]
     assert all(row.endswith(" clock_nanosleep 9.0k/s  …") for row in rows), rows
 
@@ -299,6 +302,52 @@ def test_syscall_names_are_never_cut_only_whole_ones_left_out() -> None:
                         "sched_getaff": "sched_getaffinity ",
                     }
                     assert full[name] in row, (width, row)
+
+
+def named_pods(count: int = 40) -> NodePoll:
+    """Pods with names, command lines and syscall lists of every length, so that the widest cell
+    of a column is on one page and not on another."""
+    rows = []
+    for k in range(count):
+        row = make_row(
+            500 + k,
+            T0_MS,
+            comm=f"w{k}" if k % 7 else "a-long-command-name",
+            cpu_cores=1 - k / 100,
+            syscalls=MANY_CALLS[: k % 5],
+        )
+        process = replace(row.process, cmdline=" ".join(["python3", "serve.py", *["--flag"] * (k % 9)]))
+        pod = Pod(namespace="team-" + "x" * (k % 11), name=f"web-{k}", container="web")
+        rows.append(replace(row, process=process, pod=pod))
+    return NodePoll("gpu-a", T0_MS, tuple(rows))
+
+
+def columns_at(table: TopTable, width: int) -> list[str]:
+    return [c.key for c, w in zip(table.columns, layout(table, width), strict=True) if w is not None]
+
+
+@pytest.mark.parametrize("poll", [golden_like, mixed_cgroups, named_pods])
+def test_a_column_shown_at_one_width_shows_at_every_wider_one(poll: Callable[[], NodePoll]) -> None:
+    """Columns follow the width steadily: the columns of a width are the first ones of the ranking
+    (`Column.keep`), so widening never trades one column for another (at 80 columns NET/s, at 90
+    CGROUP, was the old way)."""
+    table = build_table([poll()], T0_MS + 1000)
+    ranking = [c.key for c in sorted(table.columns, key=lambda c: (c.keep, table.columns.index(c)))]
+    before: list[str] = []
+    for width in range(1, 320):
+        shown = columns_at(table, width)
+        assert set(before) <= set(shown), (width, before, shown)
+        assert sorted(shown, key=ranking.index) == ranking[: len(shown)], (width, shown)
+        before = shown
+
+
+@given(st.integers(min_value=40, max_value=260), st.integers(min_value=0, max_value=40))
+def test_scrolling_never_changes_the_columns(width: int, offset: int) -> None:
+    """The widths are those of every matching row, so a page without the widest cell of a column
+    keeps the column as wide as the page with it."""
+    whole = build_table([named_pods()], T0_MS)
+    page = build_table([named_pods()], T0_MS, 8, offset=offset)
+    assert layout(page, width) == layout(whole, width)
 
 
 @given(st.integers(min_value=1, max_value=300))
@@ -352,8 +401,37 @@ def test_keys_sort_filter_scroll_step_and_quit() -> None:
     assert press(Screen(), "q", 10).quit and not press(Screen(typing=""), "q", 10).quit
     assert (
         hint_line(Screen(), stepping=True)
-        == "q quit · c/m/s/p sort (CPU) · / filter · ↑↓ PgUp PgDn scroll · ←→ poll"
+        == "q quit · ? keys · c/m/s/p sort (CPU) · / filter · ←→ poll · ↑↓ scroll"
     )
+
+
+def test_a_sort_key_twice_reverses_and_another_sorts_busiest_first_again() -> None:
+    screen = press(Screen(), "c", 10)
+    assert screen.view == View(sort="cpu", reverse=True)
+    assert "sort (CPU, reversed)" in hint_line(screen, stepping=False)
+    assert press(screen, "c", 10).view == View(sort="cpu", reverse=False)
+    assert press(screen, "m", 10).view == View(sort="memory", reverse=False)
+    assert press(press(Screen(offset=7), "p", 10), "p", 10).offset == 0
+
+
+def test_slash_starts_a_new_filter_and_esc_keeps_the_one_before() -> None:
+    screen = Screen(view=View(filter="etl"))
+    typing = press(screen, "/", 10)
+    assert typing.typing == ""  # not "etl": the new text replaces the filter in force
+    for key in ["w", "e", "b", "enter"]:
+        typing = press(typing, key, 10)
+    assert typing.view.filter == "web"
+    assert press(press(screen, "/", 10), "escape", 10).view.filter == "etl"
+
+
+@pytest.mark.parametrize("key", ["?", "h"])
+def test_question_mark_and_h_show_the_keys_and_any_key_goes_back(key: str) -> None:
+    shown = press(Screen(view=View(sort="memory")), key, 10)
+    assert shown.help and hint_line(shown, stepping=False) == "any key: back to the table · q quit"
+    back = press(shown, "m", 10)
+    assert not back.help and back.view == View(sort="memory")  # the key only went back
+    assert press(shown, "q", 10).quit
+    assert not press(press(Screen(), "/", 10), key, 10).help  # typed into a filter instead
 
 
 def test_replay_gives_each_node_its_poll_at_a_time_with_the_held_ones_before() -> None:
@@ -373,11 +451,12 @@ def test_replay_gives_each_node_its_poll_at_a_time_with_the_held_ones_before() -
 
 def test_top_json_lists_every_held_process() -> None:
     out = to_json([golden_like()])
-    assert out["polls"] == [{"node": "gpu-a", "unix_ms": T0_MS}]
+    assert out["polls"] == [{"node": "gpu-a", "unix_ms": T0_MS, "time": "2026-10-20T14:19:10.473Z"}]
     processes = out["processes"]
     assert isinstance(processes, list)
     assert [p["pid"] for p in processes] == [3, 2, 1, 4]
     assert processes[-1]["idle"] is True and processes[-1]["cpu_cores"] == 0.0
+    assert [p["row_time"] for p in processes] == [iso_ms(p["row_unix_ms"]) for p in processes]
     assert processes[0]["syscalls"][0] == {"name": "clock_nanosleep", "rate_per_sec": 9000.0}
 
 
@@ -390,6 +469,9 @@ NOW = 1_792_505_950_473  # 2026-10-20T14:19:10.473Z
         ("2026-10-20T14:19:10.473Z", NOW),
         ("2026-10-20T16:19:10.473+02:00", NOW),
         ("2026-10-20 14:19:10.473", NOW),
+        ("2026-10-20 14:19:10.473 UTC", NOW),  # what croft prints, read back
+        ("2026-10-20 14:19:10 UTC", NOW - 473),
+        ("2026-10-20T14:19:10utc", NOW - 473),
         ("2026-10-20", NOW - (14 * 3600 + 19 * 60 + 10) * 1000 - 473),
         ("10m", NOW - 600_000),
         ("10m ago", NOW - 600_000),
@@ -403,12 +485,42 @@ def test_times_as_users_type_them(text: str, expected: int) -> None:
     assert parse_time(text, NOW) == expected
 
 
-@pytest.mark.parametrize("text", ["yesterday", "10 parsecs", "", "2026-13-01T00:00:00Z", "-5m"])
+@pytest.mark.parametrize(
+    "text", ["yesterday", "10 parsecs", "", "2026-13-01T00:00:00Z", "-5m", "UTC", "2026-10-20 25:00 UTC"]
+)
 def test_a_bad_time_names_the_forms_accepted(text: str) -> None:
-    with pytest.raises(BadTime, match=r"is not a time; give one as e\.g\. 2026-10-20T14:20:00Z, 10m"):
+    with pytest.raises(BadTime, match=r"is not a time; give one as e\.g\. 2026-10-20T14:20:00Z, 2026-10-20"):
         parse_time(text, NOW)
+
+
+def test_a_time_with_two_zones_is_refused() -> None:
+    with pytest.raises(BadTime, match="names two time zones"):
+        parse_time("2026-10-20T14:19:10+02:00 UTC", NOW)
+
+
+@given(st.integers(0, 253_402_300_799_999))
+def test_every_time_croft_prints_reads_back(unix_ms: int) -> None:
+    """What top's header, stats' first/last and the tables print, and the RFC 3339 of the JSON
+    outputs, given back to --at, --from or --to name the same instant (to the second printed)."""
+    assert parse_time(readable(unix_ms, ms=True), NOW) == unix_ms
+    assert parse_time(readable(unix_ms), NOW) == unix_ms - unix_ms % 1000
+    assert parse_time(iso_ms(unix_ms), NOW) == unix_ms
 
 
 @given(st.integers(0, 10**6), st.sampled_from(["s", "m", "h", "d"]))
 def test_a_duration_is_its_number_times_its_unit(n: int, unit: str) -> None:
     assert duration_ms(f"{n}{unit}") == n * {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}[unit]
+
+
+def test_at_shows_the_nearest_poll_or_none_outside_the_data() -> None:
+    """--at names a poll within 10 s of it, however it was typed: a time croft printed to the
+    second finds the poll inside that second, and a time before, after or between the polls by more
+    than that finds none (an age like `10m` on a younger dataset included)."""
+    replay = Replay.of([("a", make_row(1, T0_MS + 2000 * k)) for k in range(5)])
+    printed = T0_MS - T0_MS % 1000  # "2026-10-20 14:19:10 UTC": the first poll is .473 later
+    assert replay.nearest(printed) == 0 and replay.nearest(T0_MS + 4100) == 2
+    assert replay.nearest(T0_MS + 3000) == 1  # as near to both: the earlier
+    assert replay.nearest(T0_MS - 10_000) == 0 and replay.nearest(T0_MS + 8000 + 10_000) == 4
+    assert replay.nearest(T0_MS - 10_001) is None and replay.nearest(T0_MS + 8000 + 10_001) is None
+    assert replay.nearest(T0_MS - 9 * 60_000) is None  # `--at 10m` on a minute-old dataset
+    assert Replay.of([]).nearest(T0_MS) is None

@@ -6,7 +6,7 @@ import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 
-from croft.domain.dataset.row import Row, SyscallRate
+from croft.domain.dataset.row import CgroupUsage, Pod, Row, ShortLived, SyscallRate
 from croft.domain.top import (
     COLUMNS,
     NodePoll,
@@ -19,10 +19,11 @@ from croft.domain.top import (
     human_rate,
     truncate,
 )
+from croft.domain.top.table import View, to_json
 from tests.helpers.rows import T0_MS, make_row
 from tests.helpers.strategies import rows
 
-TITLES = [c.title for c in COLUMNS if c.key != "node"]
+TITLES = [c.title for c in COLUMNS if c.key not in ("node", "pod", "command")]  # one node, no pod
 
 
 def cell(table_row: tuple[str, ...], title: str) -> str:
@@ -40,9 +41,12 @@ def test_a_row_becomes_short_cells() -> None:
         "pytorch",
         "gpu-held",
         "150.0",
+        "0",
+        "0",
         "1.1G",
         "30B",
         "512B",
+        "0",
         "",
         "/system.slice/docker-33813f5d0a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5.scope",
         "futex 282/s  read 12/s",
@@ -165,3 +169,105 @@ def test_table_laws(polled: list[Row], max_rows: int | None) -> None:
         for column, text in zip(table.columns, table_row.cells, strict=True):
             assert len(text) <= column.max_chars, (column.title, text)
             assert text.isprintable()
+
+
+def _felt_poll() -> NodePoll:
+    """A throttled container (two processes, one idle, and short-lived ones carried by the busy
+    one's row) and a host process."""
+    usage = CgroupUsage(
+        cpu_cores=0.2,
+        cpu_throttled_fraction=0.95,
+        memory_bytes=1 << 20,
+        oom_kills=0,
+        cpu_pressure_avg10=37.5,
+        memory_pressure_avg10=0.0,
+        io_pressure_avg10=0.0,
+    )
+    busy = msgspec.structs.replace(
+        make_row(11, T0_MS, comm="burner", cgroup_usage=usage),
+        short_lived=ShortLived(processes=31, syscalls=(SyscallRate(name="execve", rate_per_sec=15.5),)),
+    )
+    idle = make_row(12, T0_MS - 8000, comm="sleeper", cgroup_usage=usage)
+    gone = make_row(13, T0_MS - 8000, comm="old", container_id="ab" * 32, cgroup_usage=usage)
+    host = make_row(14, T0_MS, comm="etl", container_id=None)
+    return NodePoll("n", T0_MS, (busy, host), (idle, gone))
+
+
+def test_the_container_felt_columns_show_throttling_pressure_and_short_lived_processes() -> None:
+    """Under a CPU quota a process can show 11.5 % CPU while its cgroup was throttled 95 % of its
+    periods: THR% and PSI% say what the container felt, SHORT how many processes it ran between
+    two polls. An idle process shows its container's figures of the newest poll, none when its
+    container has no row there."""
+    table = build_table([_felt_poll()], T0_MS)
+    keys = [c.key for c in table.columns]
+    by_comm = {
+        dict(zip(keys, r.cells, strict=True))["comm"]: dict(zip(keys, r.cells, strict=True))
+        for r in table.rows
+    }
+    assert [by_comm["burner"][k] for k in ("throttled", "pressure", "short")] == ["95", "38", "31"]
+    assert [by_comm["sleeper"][k] for k in ("throttled", "pressure", "short")] == ["95", "38", "31"]
+    assert [by_comm["old"][k] for k in ("throttled", "pressure", "short")] == ["", "", ""]
+    assert [by_comm["etl"][k] for k in ("throttled", "short")] == ["0", "0"]
+    listed = {p["comm"]: p for p in to_json([_felt_poll()])["processes"]}  # type: ignore[union-attr]
+    assert (listed["burner"]["cpu_throttled_fraction"], listed["burner"]["short_lived_processes"]) == (
+        0.95,
+        31,
+    )
+    assert listed["old"]["cpu_pressure_avg10"] is None
+
+
+def test_pods_and_command_lines_are_named_where_rows_carry_them() -> None:
+    """A pod's row shows `namespace/pod` and its container's name; the sandbox's process, with no
+    container name, its short id; POD and COMMAND are there only when a row has them."""
+    named = msgspec.structs.replace(
+        make_row(21, T0_MS, comm="python3"),
+        pod=Pod(namespace="ml", name="trainer-7d9f", container="trainer"),
+        process=msgspec.structs.replace(make_row(21).process, cmdline="python3 train.py --lr 0.1"),
+    )
+    sandbox = msgspec.structs.replace(
+        make_row(22, T0_MS, comm="pause", container_id="cd" * 32),
+        pod=Pod(namespace="ml", name="trainer-7d9f"),
+    )
+    table = build_table([NodePoll("n", T0_MS, (named, sandbox))], T0_MS)
+    keys = [c.key for c in table.columns]
+    assert keys[:3] == ["pod", "container", "pid"] and keys[-1] == "command"
+    cells = {r.cells[2]: dict(zip(keys, r.cells, strict=True)) for r in table.rows}
+    assert (cells["21"]["pod"], cells["21"]["container"]) == ("ml/trainer-7d9f", "trainer")
+    assert (cells["22"]["pod"], cells["22"]["container"]) == ("ml/trainer-7d9f", "cd" * 6)
+    assert cells["21"]["command"] == "python3 train.py --lr 0.1" and cells["22"]["command"] == ""
+    plain = build_table([NodePoll("n", T0_MS, (make_row(23, T0_MS),))], T0_MS)
+    assert "pod" not in [c.key for c in plain.columns] and "command" not in [c.key for c in plain.columns]
+
+    def pids(text: str, polls: list[NodePoll]) -> list[str]:
+        table = build_table(polls, T0_MS, view=View(filter=text))
+        at = [c.key for c in table.columns].index("pid")
+        return sorted(r.cells[at] for r in table.rows)
+
+    one = [NodePoll("gpu-a", T0_MS, (named, sandbox))]
+    assert pids("ml/", one) == [] and pids("trainer-7d", one) == ["21", "22"]
+    assert pids("TRAIN.PY", one) == ["21"] and pids("trainer", one) == ["21", "22"]
+    # the node's name matches only where several nodes are shown (one node: every row would)
+    assert pids("gpu-a", one) == []
+    two = [*one, NodePoll("cpu-b", T0_MS, (make_row(31, T0_MS),))]
+    assert pids("gpu-a", two) == ["21", "22"] and pids("cpu-b", two) == ["31"]
+
+
+def test_a_sort_can_be_reversed() -> None:
+    polled = tuple(make_row(100 + i, cpu_cores=c) for i, c in enumerate([0.1, 3.0, 0.0, 1.2]))
+    poll = [NodePoll("n", T0_MS, polled)]
+
+    def pids(view: View) -> list[str]:
+        return [cell(r.cells, "PID") for r in build_table(poll, T0_MS, view=view).rows]
+
+    assert pids(View(sort="cpu")) == ["101", "103", "100", "102"]
+    assert pids(View(sort="cpu", reverse=True)) == ["102", "100", "103", "101"]
+    assert pids(View(sort="pid", reverse=True)) == ["103", "102", "101", "100"]
+
+
+def test_a_long_pod_cell_keeps_the_pods_name_and_cuts_the_namespace() -> None:
+    from croft.domain.top.cells import pod_cell
+
+    assert pod_cell("ml", "trainer-7d9f", 32) == "ml/trainer-7d9f"
+    cut = pod_cell("rows-metrics-and-top-name-each-pod-x1b2c", "named-7d9f8c7b4-abcde", 32)
+    assert cut == "rows-metr…/named-7d9f8c7b4-abcde" and len(cut) == 32
+    assert pod_cell("ns", "a" * 40, 32) == "…" + "a" * 31

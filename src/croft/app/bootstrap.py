@@ -21,12 +21,12 @@ from croft.adapters.host.cgroupns import find_namespace_root
 from croft.adapters.host.clock import SystemClock
 from croft.adapters.host.drm import DrmFdinfo
 from croft.adapters.host.netns import NetnsFS
-from croft.adapters.host.pods import PodNames
 from croft.adapters.host.poller import LiveSource, UnavailableGpu
 from croft.adapters.host.procfs import ProcFS
 from croft.adapters.http.metrics import SnapshotCollector, metrics_handler, metrics_page
 from croft.adapters.http.pages import healthz, landing_page
 from croft.adapters.http.server import HttpServer
+from croft.adapters.kube.pod_watch import start_pod_watch
 from croft.app.collector import Pipeline, PollObserver
 from croft.app.metrics_publisher import MetricsPublisher
 from croft.domain.collector.frameworks import Catalog, CatalogError, Matcher, parse_catalog
@@ -62,6 +62,7 @@ class Settings:
     verbose: bool = False  # show what libbpf (or clang) and the verifier said when eBPF fails to load
     ebpf: Mode = "auto"  # which eBPF loader: croft.adapters.host.ebpf_mode
     node: str | None = None  # the node rows name; None: none (a replay of a trace that names none)
+    kubeconfig: Path | None = None  # the API whose pods of `node` name rows (else in-cluster, or none)
 
 
 def load_catalog(user_file: Path | None) -> Catalog:
@@ -151,11 +152,11 @@ def build_pipeline(
     observer: PollObserver | None = None
     if metrics is not None:
         clock = SystemClock()
-        pods = PodNames(settings.proc_root) if live else None
         observer = MetricsPublisher(
-            metrics, sink.counters, lambda: clock.now().monotonic_ns, live, pods, ebpf_mode=ebpf_mode
+            metrics, sink.counters, lambda: clock.now().monotonic_ns, live, ebpf_mode=ebpf_mode
         )
-    return Pipeline(config, sink, recorder, observer)
+    pods = start_pod_watch(settings.kubeconfig, settings.node, live)
+    return Pipeline(config, sink, recorder, observer, pods)
 
 
 def build_http_server(

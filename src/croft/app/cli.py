@@ -25,7 +25,7 @@ def build_app() -> App:
         version=__version__,
     )
     app.command("croft.app.run:run", name="run", help="the collector; needs root")
-    app.command("croft.app.top:top", name="top", help="processes of the newest poll")
+    app.command("croft.app.top:top", name="top", help="each process's latest row of the last 15 polls")
     app.command("croft.app.stats:stats", name="stats", help="dataset summary")
     app.command(
         "croft.app.profile:profile", name="profile", help="resource profile of one container, as JSON"
@@ -37,7 +37,7 @@ def build_app() -> App:
     app.command(
         "croft.app.collect:collect", name="collect", help="pull each node's dataset from the DaemonSet"
     )
-    app.command("croft.app.export:export", name="export", help="a dataset as hive-partitioned Parquet")
+    app.command("croft.app.export:export", name="export", help="the dataset as hive-partitioned Parquet")
     app.command(
         "croft.app.completion:completion", name="completion", help="shell completion script (bash, zsh, fish)"
     )

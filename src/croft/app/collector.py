@@ -1,4 +1,4 @@
-"""The collector's shell: feed each poll through the core and write its rows.
+"""The collector's shell: feed each poll through the core, name its pods' rows and write them.
 
 Live: a poll every `interval_ns` on a monotonic schedule (`start + k * interval`, so a slow poll
 skips a tick instead of shifting every later one); SIGTERM, SIGINT or SIGHUP (a closed terminal,
@@ -16,6 +16,7 @@ from typing import Protocol
 
 from croft.adapters.host.clock import Clock
 from croft.domain.collector import rows as collect
+from croft.domain.collector.pods import PodDirectory, named
 from croft.domain.collector.silence import silence_warning, start_notice
 from croft.domain.collector.snapshot import Instant, Poll
 from croft.domain.dataset.codec import encode_row
@@ -56,6 +57,14 @@ class Source(Protocol):
     def poll(self, at: Instant) -> Poll: ...
 
 
+class PodNames(Protocol):
+    """The Kubernetes names of the node's containers, as last read (`croft.adapters.kube.pod_watch`)."""
+
+    def directory(self) -> PodDirectory: ...
+
+    def close(self) -> None: ...
+
+
 class Pipeline:
     """Core plus sink: remembers the previous poll and the collector state between polls."""
 
@@ -65,11 +74,13 @@ class Pipeline:
         sink: RowSink,
         recorder: Recorder | None = None,
         observer: PollObserver | None = None,
+        pods: PodNames | None = None,
     ) -> None:
         self._config = config
         self._sink = sink
         self._recorder = recorder
         self._observer = observer
+        self._pods = pods
         self._previous: Poll | None = None
         self.state = collect.CollectorState()
         self.rows_on_disk = 0  # rows the sink says reached the file
@@ -84,6 +95,8 @@ class Pipeline:
         if self._recorder is not None:
             self._recorder.record(poll)
         rows, self.state = collect.rows(self._previous, poll, self.state, self._config)
+        if self._pods is not None:
+            rows = named(rows, self._pods.directory())
         self._polls_without_rows = 0 if rows else self._polls_without_rows + 1
         if warning := silence_warning(self._polls_without_rows, self._config.watch):
             log.warning("%s", warning)
@@ -109,6 +122,8 @@ class Pipeline:
         self._report(final=True)
         if self._recorder is not None:
             self._recorder.close()
+        if self._pods is not None:
+            self._pods.close()
 
     def _report(self, final: bool = False) -> None:
         now = (self.state.dropped, self.state.no_rate, self.state.short_lived_unplaced, self.rows_not_written)

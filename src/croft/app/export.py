@@ -8,20 +8,14 @@ from typing import Annotated, Literal
 
 from cyclopts import Parameter
 
-from croft.app.options import DEFAULT_DATASET
+from croft.app.options import DEFAULT_DATASET, DatasetOpt
 from croft.errors import UserError
 
 Compression = Literal["zstd", "snappy", "gzip", "lz4", "brotli", "none"]
 
 
 def export(
-    path: Annotated[
-        Path,
-        Parameter(
-            env_var="DATASET_PATH",
-            help="a dataset file, a dataset directory or a directory of per-node directories",
-        ),
-    ] = DEFAULT_DATASET,
+    path: DatasetOpt = DEFAULT_DATASET,
     *,
     to: Annotated[Path, Parameter(help="the export directory (created; re-runs add only what changed)")],
     compression: Annotated[Compression, Parameter(help="Parquet compression codec")] = "zstd",

@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 from cyclopts import Parameter
 
-from croft.app.options import DEFAULT_DATASET
+from croft.app.options import DEFAULT_DATASET, DatasetOpt
 
 
 def index(
-    path: Annotated[
-        Path,
-        Parameter(
-            env_var="DATASET_PATH", help="a file, a dataset directory or a directory of per-node directories"
-        ),
-    ] = DEFAULT_DATASET,
+    path: DatasetOpt = DEFAULT_DATASET,
     *,
     verify: Annotated[
         bool,

@@ -9,12 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from croft.adapters.dataset.writer import WriterCounters
-from croft.adapters.host.pods import PodNames
 from croft.adapters.http.metrics import SnapshotCollector
 from croft.domain.collector.rates import NS_PER_S
 from croft.domain.collector.snapshot import Poll
 from croft.domain.dataset.row import Row
-from croft.domain.metrics.counters import pod_uid
 from croft.domain.metrics.series import Health, MetricsMemory, series
 
 
@@ -32,10 +30,8 @@ class MetricsPublisher:
         counters: Callable[[], WriterCounters],
         monotonic_ns: Callable[[], int],
         live: bool,
-        pods: PodNames | None = None,
         ebpf_mode: str | None = None,
     ) -> None:
-        self._pods = pods if live else None  # a replay's pids are not this host's
         self._collector = collector
         self._counters = counters
         self._monotonic_ns = monotonic_ns
@@ -59,17 +55,5 @@ class MetricsPublisher:
             ebpf_mode=self._ebpf_mode,
         )
         self._collector.live_file_lost_ns = counters.live_file_lost_ns
-        samples, self._memory = series(poll, rows, health, self._memory, self._pod_names(rows))
+        samples, self._memory = series(poll, rows, health, self._memory)
         self._collector.publish(samples, health.poll_duration_s)
-
-    def _pod_names(self, rows: tuple[Row, ...]) -> dict[str, tuple[str, str]]:
-        """(pod name, namespace) of each container of `rows` whose cgroup names a pod."""
-        if self._pods is None:
-            return {}
-        out: dict[str, tuple[str, str]] = {}
-        for row in rows:
-            cid = row.process.container_id
-            if cid and cid not in out and pod_uid(row.process.cgroup):
-                out[cid] = self._pods.lookup(cid, row.tgid)
-        self._pods.forget_except(set(out) | {r.process.container_id or "" for r in rows})
-        return out

@@ -80,14 +80,50 @@ def window(
     return start, end
 
 
+def dataset_path(type_: object, tokens: Sequence[Token]) -> Path:
+    """The dataset path of a token (the command line or DATASET_PATH): see `dataset_text`."""
+    token = tokens[-1]
+    return dataset_text(token.value, from_environment=token.source == "env", option=token.keyword)
+
+
+def dataset_text(text: str, *, from_environment: bool = False, option: str | None = None) -> Path:
+    """`text` as the dataset's path; an empty one is a `UserError` naming where it came from, never
+    `.` (Path("") is the current directory)."""
+    from croft.errors import UserError
+
+    if text.strip():
+        return Path(text)
+    if from_environment:
+        where, fix = f"{DATASET_ENV} is set but empty", " or unset it"
+    else:
+        where, fix = f"{option or 'the dataset path'} is empty", ""
+    raise UserError(
+        f"{where}; give a dataset (a file, a dataset directory or a directory of per-node directories){fix}"
+    )
+
+
+DATASET_ENV = "DATASET_PATH"
 DatasetOpt = Annotated[
     Path,
     Parameter(
         name="--dataset",
-        env_var="DATASET_PATH",
+        env_var=DATASET_ENV,
+        converter=dataset_path,
         help="the dataset: a file, a dataset directory or a directory of per-node directories",
     ),
 ]
+"""The dataset, the same way in every command: every reader (stats, profile, top, index, export)
+takes it as its positional PATH or as --dataset PATH, both ways of one parameter (it stands
+before the `*` of their signatures); croft run, which writes it, takes --dataset only. Both fall
+back on DATASET_PATH, then on `DEFAULT_DATASET`."""
+
+
+def dataset_from_environment() -> Path:
+    """The dataset a reader uses when the command line names none: DATASET_PATH, else the default."""
+    import os
+
+    text = os.environ.get(DATASET_ENV)
+    return DEFAULT_DATASET if text is None else Path(text)
 
 
 FromOpt = Annotated[

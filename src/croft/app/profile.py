@@ -7,7 +7,15 @@ from typing import Annotated
 
 from cyclopts import Parameter
 
-from croft.app.options import DEFAULT_DATASET, DatasetOpt, FromOpt, ToOpt, window
+from croft.app.options import (
+    DEFAULT_DATASET,
+    DatasetOpt,
+    FromOpt,
+    ToOpt,
+    dataset_from_environment,
+    dataset_text,
+    window,
+)
 from croft.errors import UserError
 
 SHOWN_IDS = 10  # an ambiguous prefix lists at most this many of the ids it matches
@@ -20,8 +28,13 @@ PROFILE_INLINE_BYTES = 256 << 20
 
 def profile(
     container_id: Annotated[
-        str | None, Parameter(help="a container id, or a prefix of at least 4 hex digits")
+        str | None,
+        Parameter(
+            help="a container id, or a prefix of at least 4 hex digits; with --cgroup or --pid, "
+            "leave it out: the one positional argument is then the dataset"
+        ),
     ] = None,
+    dataset: DatasetOpt = DEFAULT_DATASET,
     *,
     cgroup: Annotated[
         str | None,
@@ -35,15 +48,21 @@ def profile(
             help="profile one process instead: its own CPU and RSS, its cgroup's throttling and pressure"
         ),
     ] = None,
-    dataset: DatasetOpt = DEFAULT_DATASET,
+    pod: Annotated[
+        str | None,
+        Parameter(
+            help="profile a Kubernetes pod instead, NAMESPACE/NAME, as rows name it (a collector with API "
+            "access): its containers' CPU and memory summed, their highest throttling and pressure"
+        ),
+    ] = None,
     from_: FromOpt = None,
     to: ToOpt = None,
     from_ms: Annotated[int | None, Parameter(help="start of the window, unix ms, inclusive")] = None,
     to_ms: Annotated[int | None, Parameter(help="end of the window, unix ms, inclusive")] = None,
 ) -> int:
-    """Print the nodes a container (or a host cgroup, or a process) ran on, its polls and processes,
-    the share of polls holding a GPU, and mean, p95 and max of CPU cores, memory, throttling and CPU
-    pressure over the window."""
+    """Print the nodes a container (or a pod, a host cgroup, a process) ran on, its polls and
+    processes, the share of polls holding a GPU, and mean, p95 and max of CPU cores, memory,
+    throttling and CPU pressure over the window; a container of a pod names it."""
     import msgspec
 
     from croft.adapters.dataset.scan import read_profile
@@ -51,14 +70,28 @@ def profile(
     from croft.app.console import report_skips
     from croft.domain.dataset.profile import Subject, prefix_error, subject_profile
 
+    if container_id is not None and (cgroup is not None or pid is not None or pod is not None):
+        # `croft profile --cgroup PATH DATASET`: the subject is an option, so the one positional
+        # argument is the dataset (as in `croft stats DATASET`)
+        if dataset != dataset_from_environment():
+            raise UserError(
+                f"give the dataset once: {container_id!r} and --dataset {dataset} both name one "
+                "(a container id and --cgroup, --pid or --pod cannot both name the subject)"
+            )
+        dataset, container_id = dataset_text(container_id), None
     given = [
         name
-        for name, value in (("a container id", container_id), ("--cgroup", cgroup), ("--pid", pid))
+        for name, value in (
+            ("a container id", container_id),
+            ("--cgroup", cgroup),
+            ("--pid", pid),
+            ("--pod", pod),
+        )
         if value is not None
     ]
     if len(given) != 1:
         raise UserError(
-            "give one of a container id, --cgroup PATH or --pid PID"
+            "give one of a container id, --cgroup PATH, --pid PID or --pod NAMESPACE/NAME"
             + (f", not {' and '.join(given)}" if given else "")
         )
     now_ms = SystemClock().now().unix_ms
@@ -69,6 +102,14 @@ def profile(
         cgroup = written(cgroup)  # a path given by its real bytes reads as rows write it
         subject = Subject("cgroup", "/" + cgroup.strip("/") if cgroup.strip("/") else "/")
         what = f"cgroup {subject.value}"
+    elif pod is not None:
+        namespace, _, name = pod.partition("/")
+        if not namespace or not name or "/" in name:
+            raise UserError(
+                f"--pod takes NAMESPACE/NAME, as kubectl names a pod (e.g. default/web-7d9f), got {pod!r}"
+            )
+        subject = Subject("pod", f"{namespace}/{name}")
+        what = f"pod {subject.value}"
     elif pid is not None:
         if pid <= 0:
             raise UserError(f"--pid takes a process id above 0, got {pid}")
@@ -78,7 +119,10 @@ def profile(
         assert container_id is not None
         problem = prefix_error(container_id)
         if problem:
-            raise UserError(problem + "; for a host cgroup or a process use --cgroup PATH or --pid PID")
+            raise UserError(
+                problem + "; for a pod, a host cgroup or a process use --pod NAMESPACE/NAME, --cgroup PATH "
+                "or --pid PID"
+            )
         subject = Subject("container", container_id.lower())
         what = ""
     found = read_profile(
@@ -92,7 +136,7 @@ def profile(
     report_skips(found.skips.report())
     ids = found.matching_ids()
     if not ids:
-        hint = "croft stats --containers lists the containers and cgroups it holds"
+        hint = "croft stats --containers lists the containers, pods and cgroups it holds"
         if subject.kind == "container":
             raise UserError(f"no container id starting with {subject.value} in {dataset}; {hint}")
         raise UserError(f"no rows of {what} in {dataset}; {hint}")
@@ -104,7 +148,7 @@ def profile(
             f"container id prefix {subject.value} matches {len(ids)} containers: {shown}; give more digits"
         )
     track = found.tracks[ids[0]]
-    result = subject_profile(subject, ids[0], track, start, end)
+    result = subject_profile(subject, ids[0], track, start, end, found.pods)
     if result is None:
         name = what or f"container {ids[0]}"
         raise UserError(

@@ -114,6 +114,15 @@ def run(
             "and cgroupfs only); auto: core, else bcc, else off",
         ),
     ] = "auto",
+    kubeconfig: Annotated[
+        Path | None,
+        Parameter(
+            env_var="CROFT_KUBECONFIG",
+            help="a kubeconfig whose API server names the pods of --node (rows and /metrics then carry "
+            "namespace, pod and container names); in a pod, its service account is used without it; "
+            "elsewhere, without it, rows carry container ids only",
+        ),
+    ] = None,
     verbose: Annotated[
         bool, Parameter(help="log every poll and full causes (libbpf's log, the verifier's)")
     ] = False,
@@ -166,6 +175,7 @@ def run(
         verbose=verbose,
         node=node or None,
         ebpf=ebpf,
+        kubeconfig=kubeconfig,
     )
     server, metrics = (
         bootstrap.build_http_server(metrics_addr, dataset if serve_dataset else None, auth)

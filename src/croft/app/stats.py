@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 from cyclopts import Parameter
 
-from croft.app.options import DEFAULT_DATASET
+from croft.app.options import DEFAULT_DATASET, DatasetOpt
 from croft.domain.utc import readable
 from croft.errors import UserError
 
@@ -25,12 +25,7 @@ SIDE_BY_SIDE_WIDTH = 80  # the three tables stand side by side from this width o
 
 
 def stats(
-    path: Annotated[
-        Path,
-        Parameter(
-            env_var="DATASET_PATH", help="a file, a dataset directory or a directory of per-node directories"
-        ),
-    ] = DEFAULT_DATASET,
+    path: DatasetOpt = DEFAULT_DATASET,
     *,
     json: Annotated[
         bool, Parameter(negative=(), help="print one JSON object instead of the summary")
@@ -39,8 +34,8 @@ def stats(
         bool,
         Parameter(
             negative=(),
-            help="list every container (full id) and watched host cgroup: cgroup, framework, nodes, "
-            "first and last seen, rows",
+            help="list every container (full id) and watched host cgroup: its pod and name in it (where "
+            "the collector read them), cgroup, framework, nodes, first and last seen, rows",
         ),
     ] = False,
 ) -> int:
@@ -86,7 +81,8 @@ def stats(
 
 
 def render_containers(entries: Sequence[ContainerEntry], console: Console | None = None) -> None:
-    """One line per container or host cgroup; full ids, whole cgroup paths."""
+    """One line per container or host cgroup; full ids, whole cgroup paths; where rows named pods,
+    each container's pod (`namespace/name`) and its name in the pod."""
     from rich import box
     from rich.table import Table
 
@@ -94,13 +90,18 @@ def render_containers(entries: Sequence[ContainerEntry], console: Console | None
 
     console = console or PipeConsole(highlight=False, soft_wrap=True)
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
-    for title in ("CONTAINER ID", "FRAMEWORK", "NODES", "FIRST SEEN (UTC)", "LAST SEEN (UTC)"):
+    named = any(entry.pod is not None for entry in entries)
+    titles = ("CONTAINER ID", *(("POD", "CONTAINER") if named else ()), "FRAMEWORK", "NODES")
+    for title in (*titles, "FIRST SEEN (UTC)", "LAST SEEN (UTC)"):
         table.add_column(title, no_wrap=True)
     table.add_column("ROWS", justify="right", no_wrap=True)
     table.add_column("CGROUP", no_wrap=True)
     for entry in entries:
+        pod = entry.pod
+        names = (f"{pod[0]}/{pod[1]}", pod[2] or "-") if pod is not None else ("-", "-")
         table.add_row(
             entry.container_id or "(host)",
+            *(names if named else ()),
             entry.framework or "-",
             ",".join(entry.nodes),
             readable(entry.first_ms)[:-4],

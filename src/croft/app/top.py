@@ -31,8 +31,8 @@ ASCII_SYMBOLS = str.maketrans({"…": "~", "·": "|", "↑": "^", "↓": "v", "�
 
 
 def top(
-    *,
     dataset: DatasetOpt = DEFAULT_DATASET,
+    *,
     interval: Annotated[float, Parameter(help="seconds between refreshes; q or Ctrl-C quits")] = 2.0,
     once: Annotated[bool, Parameter(negative=(), help="print once and exit")] = False,
     json: Annotated[bool, Parameter(negative=(), help="print the processes once as one JSON object")] = False,
@@ -45,9 +45,10 @@ def top(
     ] = None,
 ) -> int:
     """Show each process's latest row from the last 15 polls (idle ones at 0 % with the age of
-    their row): container, pid, comm, framework, workload, CPU, RSS, network, I/O, cgroup and the
-    busiest syscalls. Keys: c/m/s/p sort, / filter, arrows and PgUp/PgDn scroll, q quits. Reads
-    only the end of the live file."""
+    their row): pod, container, pid, comm, framework, workload, CPU, what its container felt
+    (throttling, CPU pressure, short-lived processes), RSS, network, I/O, cgroup, the busiest
+    syscalls and the command line. Keys: c/m/s/p sort (again: reversed), / filter, arrows and
+    PgUp/PgDn scroll, ? or h the keys, q quits. Reads only the end of the live file."""
     if not (math.isfinite(interval) and 0.1 <= interval <= 86400):
         raise UserError(
             f"--interval must be a positive number of seconds, got {interval:g} (0.1 to 86400 are "
@@ -166,7 +167,8 @@ def _notes(snapshot: TopSnapshot) -> str:
 def _replay(path: Path, node: str, at: str, now_ms: int) -> tuple[Replay, int]:
     from croft import dataset
     from croft.domain.times import BadTime, parse_time
-    from croft.domain.top.replay import Replay
+    from croft.domain.top.cells import age, utc_time
+    from croft.domain.top.replay import AT_TOLERANCE_MS, Replay
 
     try:
         at_ms = parse_time(at, now_ms)
@@ -177,15 +179,22 @@ def _replay(path: Path, node: str, at: str, now_ms: int) -> tuple[Replay, int]:
         replay = Replay.of(rows)
     except OSError as exc:
         raise UserError(f"cannot read {exc.filename or path}: {exc.strerror}") from exc
-    if not replay.times:
-        from croft.domain.top.cells import utc_time
-
+    index = replay.nearest(at_ms)
+    if index is None:
+        # the same answer for a time typed as a time and as an age (10m): the data must cover it
+        when = f"--at {at} ({utc_time(at_ms)})"
+        if replay.times:
+            nearest = min(replay.times, key=lambda t: abs(t - at_ms))
+            gap = age(abs(nearest - at_ms)).removesuffix(" ago")
+            side = "later" if nearest > at_ms else "earlier"
+            found = f"the nearest poll is {gap} {side}, {utc_time(nearest)}"
+        else:
+            found = f"no poll between {utc_time(at_ms - AT_BEFORE_MS)} and {utc_time(at_ms + AT_AFTER_MS)}"
         raise UserError(
-            f"{path} has no poll between {utc_time(at_ms - AT_BEFORE_MS)} and "
-            f"{utc_time(at_ms + AT_AFTER_MS)}; "
+            f"{path} has no poll within {AT_TOLERANCE_MS // 1000} s of {when}: {found}; "
             "give an --at time the dataset covers (croft stats shows its span)"
         )
-    return replay, replay.index_at(at_ms)
+    return replay, index
 
 
 def _print_once(
@@ -231,11 +240,15 @@ def _lines(
     """The screen's lines: header, notes, column titles, rows (scrolled and cut to `height` when
     given), a count when rows are cut, and on a live screen the key hints; and the first row shown
     (the offset asked for, clamped to the last page)."""
-    from croft.domain.top.keys import Screen, hint_line
+    from croft.domain.top.keys import HELP_LINES, Screen, hint_line
     from croft.domain.top.layout import layout, lines
     from croft.domain.top.table import build_table
 
     state = screen or Screen()
+    if state.help:
+        keys = [(text, "header" if not index else "") for index, text in enumerate(HELP_LINES)]
+        keys.append((hint_line(state, steps > 0), "hint"))
+        return [(text[:width] if width is not None else text, style) for text, style in keys], state.offset
     if not polls:
         return [(notes or WAITING, "")], 0
     note_lines = [n for n in notes.split("\n") if n]

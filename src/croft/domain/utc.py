@@ -49,6 +49,12 @@ def iso_ms(unix_ms: int) -> str:
     return moment(unix_ms).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def rfc3339(unix_ms: int | None) -> str | None:
+    """`unix_ms` as RFC 3339 in UTC, to the millisecond (`2026-10-20T13:00:00.123Z`), beside the unix
+    milliseconds of croft's JSON outputs for the person reading them; None stays None."""
+    return None if unix_ms is None else iso_ms(unix_ms)
+
+
 def readable(unix_ms: int, *, ms: bool = False) -> str:
     """`2026-10-20 13:00:00 UTC`, or with `ms` `2026-10-20 13:00:00.123 UTC` (top, stats)."""
     text = moment(unix_ms).isoformat(sep=" ", timespec="milliseconds" if ms else "seconds")

@@ -1,12 +1,13 @@
 """Dataset rows as Parquet, with pyarrow: the schema (docs/parquet.md) and the writing of one part.
 
-The row's nesting is kept: `process`, `usage` and `cgroup_usage` are structs, `syscalls` a list of
-(name, rate_per_sec) structs, `short_lived` a nullable struct of `processes` and such a list,
-`ingress` a nullable struct of its numbers, `gpus` a nullable list of GPU structs (each with a
-nullable list of (name, busy_percent) engine structs).
-`unix_ms` is a timestamp in milliseconds, UTC (int64 on disk); ids, names and paths are
-dictionary-encoded strings. The partition columns `node` and `hour` live in the
-directory names (hive partitioning), not in the files.
+The row's nesting is kept: `process`, `usage` and `cgroup_usage` are structs, `pod` a nullable
+struct of the Kubernetes names, `syscalls` a list of (name, rate_per_sec) structs, `short_lived` a
+nullable struct of `processes` and such a list, `ingress` a nullable struct of its numbers, `gpus` a
+nullable list of GPU structs (each with a nullable list of (name, busy_percent) engine structs).
+`unix_ms` stays the row's integer (so `WHERE unix_ms > 1792506000000` compares numbers) and `time`
+is the same instant as a UTC millisecond timestamp; ids, names and paths are dictionary-encoded
+strings. The partition columns `node` and `hour` live in the directory names (hive partitioning),
+not in the files.
 """
 
 from __future__ import annotations
@@ -28,12 +29,21 @@ PROCESS = pa.struct(
     [
         pa.field("comm", _DICT, nullable=False),
         pa.field("exe", _DICT, nullable=False),
+        pa.field("cmdline", _DICT),
         pa.field("cgroup", _DICT, nullable=False),
         pa.field("container_id", _DICT),
         pa.field("cwd", _DICT, nullable=False),
         pa.field("framework", _DICT),
     ]
 )
+POD = pa.struct(
+    [
+        pa.field("namespace", _DICT, nullable=False),
+        pa.field("name", _DICT, nullable=False),
+        pa.field("container", _DICT),
+    ]
+)
+_POD_PLAIN = pa.struct([("namespace", pa.string()), ("name", pa.string()), ("container", pa.string())])
 USAGE = pa.struct(
     [
         pa.field("cpu_cores", pa.float64(), nullable=False),
@@ -119,9 +129,11 @@ _GPUS_PLAIN = pa.list_(
 )
 SCHEMA = pa.schema(
     [
-        pa.field("unix_ms", pa.timestamp("ms", tz="UTC"), nullable=False),
+        pa.field("unix_ms", pa.int64(), nullable=False),
+        pa.field("time", pa.timestamp("ms", tz="UTC"), nullable=False),
         pa.field("tgid", pa.int64(), nullable=False),
         pa.field("process", PROCESS, nullable=False),
+        pa.field("pod", POD),
         pa.field("workload", _DICT, nullable=False),
         pa.field("ioctl_count", pa.int64()),
         pa.field("since_last_gpu_ioctl_ms", pa.int64()),
@@ -168,9 +180,7 @@ _TOP = pa.struct(
 def table_of(rows: Sequence[Row] | Sequence[Any]) -> pa.Table:
     """The rows (`Row` values, or the fast readers' structs of the same fields) as one Arrow table
     of `SCHEMA`, in the order given."""
-    unix_ms, tgid, workload, ioctl_count, since_last = _columns(
-        rows, pa.struct([pa.field("unix_ms", pa.int64()), *list(_TOP)[1:]])
-    )
+    unix_ms, tgid, workload, ioctl_count, since_last = _columns(rows, _TOP)
     names: list[str] = []
     rates: list[float] = []
     offsets = [0]
@@ -184,9 +194,11 @@ def table_of(rows: Sequence[Row] | Sequence[Any]) -> pa.Table:
     )
     syscalls = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), calls)
     columns = [
+        unix_ms,
         unix_ms.cast(pa.timestamp("ms", tz="UTC")),
         tgid,
         _struct([r.process for r in rows], PROCESS),
+        _pods(rows),
         workload,
         ioctl_count,
         since_last,
@@ -212,6 +224,17 @@ def _short_lived(rows: Sequence[Row]) -> pa.Array:
         for r in rows
     ]
     return pa.array(values, type=_SHORT_LIVED_PLAIN).cast(SHORT_LIVED)
+
+
+def _pods(rows: Sequence[Row]) -> pa.Array:
+    """The `pod` column: each named row's struct, null for the others (most rows of most nodes)."""
+    values = [
+        None
+        if r.pod is None
+        else {"namespace": r.pod.namespace, "name": r.pod.name, "container": r.pod.container}
+        for r in rows
+    ]
+    return pa.array(values, type=_POD_PLAIN).cast(POD)
 
 
 def _ingress(rows: Sequence[Row]) -> pa.Array:

@@ -114,6 +114,8 @@ def read_profile(
     total = ProfileAccumulator(prefix, from_ms, to_ms, subject)
     rest = []
     for f, summary in zip(files, _trusted(files, summaries), strict=True):
+        if summary is not None and total.subject.kind == "container":
+            total.pods.update(summary.container_pods())
         plan = None if summary is None else summary.profile_plan(total.subject, from_ms, to_ms)
         if (
             plan is None  # no trusted summary

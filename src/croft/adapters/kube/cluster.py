@@ -144,20 +144,42 @@ class Kube:
     def http(self, timeout_s: float, headers: Mapping[str, str] | None = None) -> httpx.Client:
         """An httpx client for the same API server with the same credentials, for byte streams;
         `headers` go with every request (a reader's token for the collectors)."""
-        cfg = self.configuration
-        verify: ssl.SSLContext | bool = False
-        if cfg.verify_ssl:
-            verify = ssl.create_default_context(cafile=cfg.ssl_ca_cert)
-            if cfg.cert_file:
-                verify.load_cert_chain(cfg.cert_file, cfg.key_file)
-        return httpx.Client(
-            base_url=cfg.host,
-            verify=verify,
-            auth=_ConfigurationAuth(cfg),
-            timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0)),
-            trust_env=False,
-            headers=dict(headers or {}),
-        )
+        timeout = httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0))
+        return http_client(self.configuration, timeout, headers)
+
+
+def http_client(
+    configuration: Any, timeout: httpx.Timeout, headers: Mapping[str, str] | None = None
+) -> httpx.Client:
+    """An httpx client for the API server of `configuration`, with its CA, client certificate and
+    bearer token (read per request, so exec plugins and projected tokens refresh); `headers` go
+    with every request."""
+    cfg = configuration
+    verify: ssl.SSLContext | bool = False
+    if cfg.verify_ssl:
+        verify = ssl.create_default_context(cafile=cfg.ssl_ca_cert)
+        if cfg.cert_file:
+            verify.load_cert_chain(cfg.cert_file, cfg.key_file)
+    return httpx.Client(
+        base_url=cfg.host,
+        verify=verify,
+        auth=_ConfigurationAuth(cfg),
+        timeout=timeout,
+        trust_env=False,
+        headers=dict(headers or {}),
+    )
+
+
+def in_cluster_configuration() -> Any:
+    """The client configuration of the pod's own service account (its token, refreshed as the
+    kubelet rotates it, and CA); raises the client's ConfigException outside a pod."""
+    from kubernetes import client
+    from kubernetes import config as kube_config
+
+    configuration = client.Configuration()
+    loader: Any = kube_config  # untyped
+    loader.load_incluster_config(client_configuration=configuration)
+    return configuration
 
 
 class _ConfigurationAuth(httpx.Auth):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from collections.abc import Sequence
@@ -20,6 +21,23 @@ def run_docker(argv: Sequence[str]) -> str:
         )
     done = subprocess.run([executable, *argv[1:]], capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
-        raise UserError(f"docker run failed: {last}; fix that and run croft deploy docker again")
+        raise UserError(
+            f"docker run failed: {cause(done.stderr, done.returncode)}; fix that and run croft deploy "
+            "docker again"
+        )
     return done.stdout.strip()
+
+
+# docker's closing advice after an error ("Run 'docker run --help' for more information", "See
+# 'docker run --help'."): never the cause
+_ADVICE = re.compile(r"^(Run|See) 'docker [^']*--help'")
+
+
+def cause(stderr: str, returncode: int) -> str:
+    """What docker said went wrong: its last line that is not its advice to read --help (the engine
+    out of reach, an image not found), without docker's `docker: ` prefix."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    said = [line for line in lines if not _ADVICE.match(line)]
+    if not said:
+        return f"exit status {returncode}"
+    return said[-1].removeprefix("docker: ")

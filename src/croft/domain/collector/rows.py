@@ -51,7 +51,17 @@ from croft.domain.collector.snapshot import (
     ProcessChanges,
     ProcessSample,
 )
-from croft.domain.dataset import CgroupUsage, GpuUse, Ingress, Process, Row, ShortLived, SyscallRate, Usage
+from croft.domain.dataset import (
+    CMDLINE_CHARS,
+    CgroupUsage,
+    GpuUse,
+    Ingress,
+    Process,
+    Row,
+    ShortLived,
+    SyscallRate,
+    Usage,
+)
 from croft.domain.os_text import written
 
 _tgid = operator.attrgetter("tgid")
@@ -509,6 +519,7 @@ def _row(
         process=Process(
             comm=written(sample.comm),
             exe=written(sample.exe),
+            cmdline=command_line(tuple(map(written, sample.cmdline))),
             cgroup=cgroup_path,
             container_id=container_id,
             cwd=written(sample.cwd),
@@ -535,6 +546,15 @@ def _row(
         node=config.node,
     )
     return row, known
+
+
+def command_line(arguments: tuple[str, ...]) -> str | None:
+    """The arguments joined by spaces, as `ps -o args` shows them, in at most `CMDLINE_CHARS`
+    characters (cut with an ellipsis); None for a process without arguments."""
+    if not arguments:
+        return None
+    text = " ".join(arguments)
+    return text if len(text) <= CMDLINE_CHARS else text[: CMDLINE_CHARS - 1] + "…"
 
 
 def _cgroup_usage(cgroup: CgroupSample | None, group_rates: CgroupRates) -> CgroupUsage:

@@ -18,12 +18,14 @@ if TYPE_CHECKING:
     )
     from croft.domain.dataset.http import is_safe_name
     from croft.domain.dataset.row import (
+        CMDLINE_CHARS,
         GPU_WORKLOADS,
         WORKLOADS,
         CgroupUsage,
         GpuEngine,
         GpuUse,
         Ingress,
+        Pod,
         Process,
         Row,
         ShortLived,
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "CMDLINE_CHARS",
     "GPU_WORKLOADS",
     "NVML_ENGINES",
     "WORKLOADS",
@@ -40,6 +43,7 @@ __all__ = [
     "GpuEngine",
     "GpuUse",
     "Ingress",
+    "Pod",
     "Process",
     "Row",
     "ShortLived",

@@ -1,11 +1,12 @@
 """A row's line: msgspec writes and reads the classes of `croft.domain.dataset.row`, the one
 definition of a row (docs/dataset.md).
 
-On disk a row's keys come in the field order of `Row`: unix_ms, tgid, node, process, workload,
-ioctl_count, since_last_gpu_ioctl_ms, usage, cgroup_usage, syscalls, short_lived, ingress, gpus,
-label; a field that is None is left out (`node`, `framework`, the two GPU fields, `short_lived`,
-`ingress` and its two eBPF fields, `gpus` and each of its optional fields, `label`). Reading is
-strict (see `croft.domain.dataset.row`).
+On disk a row's keys come in the field order of `Row`: unix_ms, tgid, node, process, pod,
+workload, ioctl_count, since_last_gpu_ioctl_ms, usage, cgroup_usage, syscalls, short_lived,
+ingress, gpus, label; a field that is None is left out (`node`, `process.cmdline`, `framework`,
+`pod` and its `container`, the two GPU fields, `short_lived`, `ingress` and its two eBPF fields,
+`gpus` and each of its optional fields, `label`). Reading is strict (see
+`croft.domain.dataset.row`).
 
 A line that fails is one of two skips (`croft.domain.dataset.skips`): not JSON, where the decoder
 met bytes that are not JSON text (invalid UTF-8, a second value, a cut line) before anything else,

@@ -20,7 +20,11 @@ from typing import Any
 import attrs
 
 STATE_NAME = "_croft_export.json"  # leading "_": Spark, DuckDB and Hive skip it as metadata
-STATE_VERSION = 1
+STATE_VERSION = 2
+# Version 1 parts have other columns (`unix_ms` a timestamp, before `time`; no `kubernetes`, no
+# `process.cmdline`): a version 1 state is read with its checksums forgotten, so that every source
+# is exported again and its old parts replaced, and an export directory never mixes two schemas.
+OLDER_STATE_VERSIONS = (1,)
 _SAFE = re.compile(r"[A-Za-z0-9._-]")
 
 
@@ -127,7 +131,8 @@ def encode_state(state: Mapping[tuple[str, str], Exported]) -> dict[str, Any]:
 
 def decode_state(value: object) -> dict[tuple[str, str], Exported]:
     """The state from its decoded JSON; raises `BadState` naming what is wrong."""
-    if not isinstance(value, dict) or value.get("version") != STATE_VERSION:
+    version = value.get("version") if isinstance(value, dict) else None
+    if not isinstance(value, dict) or version not in (STATE_VERSION, *OLDER_STATE_VERSIONS):
         raise BadState(f"not a version {STATE_VERSION} export state")
     sources = value.get("sources")
     if not isinstance(sources, list):
@@ -153,6 +158,8 @@ def decode_state(value: object) -> dict[tuple[str, str], Exported]:
             and all(isinstance(p, str) and _inside(p) for p in parts)
         ):
             raise BadState(f"the entry for {node!r}/{name!r} has the wrong types")
+        if version != STATE_VERSION:
+            checksum = ""  # exported by an older version, in other columns: export it again
         state[(node, name)] = Exported(size_bytes=size, checksum=checksum, parts=tuple(parts))
     return state
 

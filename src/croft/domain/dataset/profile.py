@@ -8,14 +8,16 @@ one cgroup's figures, so normally equal). Its GPU figures, from the rows' `gpus`
 those rows: the GPU memory its processes held and how busy they kept their GPUs (percent, 200 for
 two GPUs), each absent from a poll whose rows measured none. They are kept as integers (bytes,
 hundredths of a percent: `croft.domain.dataset.gpus.exact_figures`), so that a sum does not depend
-on the order the rows are read in.
+on the order the rows are read in. A pod (`--pod NAMESPACE/NAME`, rows that name it) is its
+containers together: per poll, each container's figures as above, then the CPU cores and memory
+of its containers summed (and their GPU figures), and the highest throttling and pressure.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -24,8 +26,10 @@ from croft.domain.dataset.gpus import exact_figures
 from croft.domain.dataset.poll_groups import max_present
 from croft.domain.dataset.skips import SkipTally
 from croft.domain.dataset.workloads import GPU_WORKLOADS
+from croft.domain.utc import rfc3339
 
 MIN_PREFIX = 4
+PodNames = tuple[str, str, str | None]  # a row's pod: namespace, name, container
 METRICS = ("cpu_cores", "memory_bytes", "cpu_throttled_fraction", "cpu_pressure_avg10")
 
 # Per poll: cpu_cores, memory_bytes, cpu_throttled_fraction, cpu_pressure_avg10 (each None where
@@ -82,6 +86,8 @@ class ContainerTrack:
         self.polls: dict[tuple[str, int], PollFigures] = {}
         self.processes: set[tuple[str, int]] = set()
         self.container_ids: set[str] = set()
+        # a pod's polls, by container: (node, unix_ms) -> container id -> figures (`add_part`)
+        self.parts: dict[tuple[str, int], dict[str, PollFigures]] = {}
 
     def see(self, unix_ms: int) -> None:
         self.first_ms = unix_ms if self.first_ms is None else min(self.first_ms, unix_ms)
@@ -91,12 +97,25 @@ class ContainerTrack:
         known = self.polls.get(key)
         self.polls[key] = figures if known is None else _pairwise_max(known, figures)
 
+    def add_part(self, key: tuple[str, int], container_id: str, figures: PollFigures) -> None:
+        """One container's figures of a pod's poll: the poll's figures become its containers'
+        summed (CPU, memory) and highest (throttling, pressure, GPU)."""
+        parts = self.parts.setdefault(key, {})
+        known = parts.get(container_id)
+        parts[container_id] = figures if known is None else _pairwise_max(known, figures)
+        self.polls[key] = _pod_figures(parts.values())
+
     def merge(self, other: ContainerTrack) -> None:
         for unix_ms in (other.first_ms, other.last_ms):
             if unix_ms is not None:
                 self.see(unix_ms)
-        for key, figures in other.polls.items():
-            self.add_poll(key, figures)
+        if other.parts:
+            for key, parts in other.parts.items():
+                for container_id, figures in parts.items():
+                    self.add_part(key, container_id, figures)
+        else:
+            for key, figures in other.polls.items():
+                self.add_poll(key, figures)
         self.processes |= other.processes
         self.container_ids |= other.container_ids
 
@@ -119,19 +138,52 @@ def _plus(a: int | None, b: int | None) -> int | None:
     return b if a is None else a if b is None else a + b
 
 
+def _pod_figures(parts: Iterable[PollFigures]) -> PollFigures:
+    """A pod's poll from its containers': CPU cores, memory and the GPU figures summed (of those
+    measured), throttling, pressure and holding a GPU the highest."""
+    each = list(parts)
+    return (
+        _sum_present([p[0] for p in each]),
+        _sum_present([p[1] for p in each]),
+        _max_present([p[2] for p in each]),
+        _max_present([p[3] for p in each]),
+        max(p[4] for p in each),
+        _plus_all([p[5] for p in each]),
+        _plus_all([p[6] for p in each]),
+    )
+
+
+def _sum_present(values: list[float | None]) -> float | None:
+    measured = [v for v in values if v is not None]
+    return math.fsum(measured) if measured else None
+
+
+def _max_present(values: list[float | None]) -> float | None:
+    measured = [v for v in values if v is not None]
+    return max(measured) if measured else None
+
+
+def _plus_all(values: list[int | None]) -> int | None:
+    measured = [v for v in values if v is not None]
+    return sum(measured) if measured else None
+
+
 @attrs.frozen
 class Subject:
     """What is profiled: a container (`value` a lower-case id prefix), a cgroup (`value` its path,
     rows of exactly that cgroup) or a process (`value` its pid). A track is kept per full container
     id, per cgroup path, per pid."""
 
-    kind: str  # "container", "cgroup" or "pid"
+    kind: str  # "container", "cgroup", "pid" or "pod" (`value` NAMESPACE/NAME)
     value: str
 
     def key(self, view: Any) -> str | None:
         """The track `view` belongs to, or None when it is not the subject's."""
         if self.kind == "cgroup":
             return self.value if view.process.cgroup == self.value else None
+        if self.kind == "pod":
+            pod = view.pod
+            return self.value if pod is not None and f"{pod.namespace}/{pod.name}" == self.value else None
         if self.kind == "pid":
             return self.value if str(view.tgid) == self.value else None
         container_id = view.process.container_id
@@ -140,10 +192,12 @@ class Subject:
     def needle(self) -> bytes:
         """Bytes every line of the subject contains (a cgroup path as JSON writes it), so a reader
         can skip the lines without them."""
-        if self.kind == "cgroup":
+        if self.kind in ("cgroup", "pod"):
             import msgspec
 
-            return msgspec.json.encode(self.value)[1:-1]
+            # a pod's lines hold its name (its namespace is a key of its own)
+            written = self.value.split("/", 1)[1] if self.kind == "pod" else self.value
+            return msgspec.json.encode(written)[1:-1]
         return self.value.encode()
 
 
@@ -162,6 +216,7 @@ class ProfileAccumulator:
         self.to_ms = to_ms
         self.tracks: dict[str, ContainerTrack] = {}
         self.skips = SkipTally()
+        self.pods: dict[str, PodNames] = {}  # container id -> its pod's names, from rows and summaries
 
     def add(self, node: str, view: Any) -> None:
         """Count one decoded row read on `node`; rows of other subjects are
@@ -174,6 +229,11 @@ class ProfileAccumulator:
             track = self.tracks[key] = ContainerTrack()
         unix_ms = view.unix_ms
         track.see(unix_ms)
+        named = view.pod is not None and view.process.container_id is not None
+        if named and self.subject.kind in ("container", "pod"):
+            # a container's pod, in the window or not (a cgroup's or a process's rows are read
+            # without the rest of their container's: those profiles name no pod)
+            self.pods[view.process.container_id] = (view.pod.namespace, view.pod.name, view.pod.container)
         if (self.from_ms is not None and unix_ms < self.from_ms) or (
             self.to_ms is not None and unix_ms > self.to_ms
         ):
@@ -186,10 +246,14 @@ class ProfileAccumulator:
             cpu, memory = view.usage.cpu_cores, float(view.usage.rss_bytes)
         gpu_memory, gpu_busy = exact_figures(view.gpus)
         figures = (cpu, memory, cg.cpu_throttled_fraction, cg.cpu_pressure_avg10, gpu, gpu_memory, gpu_busy)
-        track.add_poll((node, unix_ms), figures)
+        container_id = view.process.container_id
+        if self.subject.kind == "pod":
+            track.add_part((node, unix_ms), container_id or view.process.cgroup, figures)
+        else:
+            track.add_poll((node, unix_ms), figures)
         track.processes.add((node, view.tgid))
-        if view.process.container_id is not None:
-            track.container_ids.add(view.process.container_id)
+        if container_id is not None:
+            track.container_ids.add(container_id)
 
     def add_span(self, key: str, first_ms: int, last_ms: int) -> None:
         """Count rows of the subject's track `key` seen from `first_ms` to `last_ms`, all outside
@@ -224,6 +288,7 @@ class ProfileAccumulator:
         for container_id, track in other.tracks.items():
             self.tracks.setdefault(container_id, ContainerTrack()).merge(track)
         self.skips.merge(other.skips)
+        self.pods.update(other.pods)
 
     def matching_ids(self) -> tuple[str, ...]:
         """Every full container id seen that starts with the prefix, sorted."""
@@ -252,7 +317,9 @@ class Profile:
         out: dict[str, Any] = {
             "container_id": self.container_id,
             "from_ms": self.from_ms,
+            "from_time": rfc3339(self.from_ms),
             "to_ms": self.to_ms,
+            "to_time": rfc3339(self.to_ms),
             "nodes": list(self.nodes),
             "polls": self.polls,
             "processes": self.processes,
@@ -274,17 +341,40 @@ class Profile:
 
 
 def subject_profile(
-    subject: Subject, key: str, track: ContainerTrack, from_ms: int | None, to_ms: int | None
+    subject: Subject,
+    key: str,
+    track: ContainerTrack,
+    from_ms: int | None,
+    to_ms: int | None,
+    pods: Mapping[str, PodNames] | None = None,
 ) -> Profile | None:
-    """`profile_of` for any subject: a container's as it is; a cgroup's or a process's with the
-    container id of its rows (None for a host one, or rows of several) and a last key, `cgroup`
-    (the path) or `pid` (the number)."""
+    """`profile_of` for any subject: a container's as it is, and its pod (from `pods`, by id) in a
+    last key `pod`, {namespace, name, container}, where its rows named it; a cgroup's, a process's
+    or a pod's with the container id of its rows (None for a host one, or rows of several) and a
+    last key, `cgroup` (the path), `pid` (the number) or `pod` ({namespace, name, containers})."""
     if subject.kind == "container":
-        return profile_of(key, track, from_ms, to_ms)
+        found = profile_of(key, track, from_ms, to_ms)
+        named = (pods or {}).get(key)
+        if found is None or named is None:
+            return found
+        return attrs.evolve(found, extra=(("pod", _pod_json(named)),))
     only = next(iter(track.container_ids)) if len(track.container_ids) == 1 else None
     found = profile_of(only, track, from_ms, to_ms)
-    value: Any = key if subject.kind == "cgroup" else int(key)
-    return None if found is None else attrs.evolve(found, extra=((subject.kind, value),))
+    if found is None:
+        return None
+    if subject.kind == "pod":
+        namespace, name = key.split("/", 1)
+        containers = sorted(
+            {(pods or {}).get(cid, (namespace, name, None))[2] or "" for cid in track.container_ids}
+        )
+        value: Any = {"namespace": namespace, "name": name, "containers": [c for c in containers if c]}
+        return attrs.evolve(found, extra=(("pod", value),))
+    value = key if subject.kind == "cgroup" else int(key)
+    return attrs.evolve(found, extra=((subject.kind, value),))
+
+
+def _pod_json(pod: PodNames) -> dict[str, Any]:
+    return {"namespace": pod[0], "name": pod[1], "container": pod[2]}
 
 
 def profile_of(

@@ -30,6 +30,10 @@ UNIX_MS_MIN, UNIX_MS_MAX = 0, 253_402_300_799_999
 
 Int = Annotated[int, msgspec.Meta(ge=INT_MIN, le=INT_MAX)]
 UnixMs = Annotated[int, msgspec.Meta(ge=UNIX_MS_MIN, le=UNIX_MS_MAX)]
+CMDLINE_CHARS = 256
+"""The most characters of a command line a row keeps: enough to tell three `python3` processes
+apart by their script and first arguments, bounded so that a Java classpath does not double a
+row (docs/dataset.md gives the measured cost)."""
 # No bounds on floats: msgspec's JSON decoder never yields one that is not finite (a number beyond a
 # double, 1e400, is "out of range"; NaN and Infinity are not JSON).
 
@@ -42,14 +46,29 @@ class Value(msgspec.Struct, frozen=True, omit_defaults=True, forbid_unknown_fiel
 
 class Process(Value, kw_only=True, frozen=True):
     """Who the row is about. `container_id` is None for a host process (its `cwd` names the project);
-    `framework` is None when the catalog matched nothing (the key is then left out)."""
+    `framework` is None when the catalog matched nothing (the key is then left out). `cmdline` is
+    the command line as `ps -o args` shows it, its arguments joined by spaces and cut to
+    `CMDLINE_CHARS` characters (ending in an ellipsis when cut); None (left out) for a process
+    without arguments (a kernel thread, a zombie) and in rows of older collectors."""
 
     comm: str
     exe: str
+    cmdline: str | None = None
     cgroup: str
     container_id: str | None
     cwd: str
     framework: str | None = None
+
+
+class Pod(Value, kw_only=True, frozen=True):
+    """The Kubernetes names of the row's container, as the API server gives them for the pods of
+    the collector's node: `namespace` and `name` of the pod, and `container` the name of the
+    container in the pod's spec; None (left out) for the pod's sandbox (pause) process and for a
+    container the pod's status does not list yet."""
+
+    namespace: str
+    name: str
+    container: str | None = None
 
 
 class Usage(Value, kw_only=True, frozen=True):
@@ -171,14 +190,18 @@ class Row(Value, kw_only=True, frozen=True):
     take the node from the per-node directory's name instead. `short_lived` is on at most one row
     per container and poll (see `ShortLived`); None elsewhere and in rows of older collectors.
     `ingress` is on the same row (see `Ingress`), when the container's network namespace was
-    measured this poll and the one before; None elsewhere and in rows of older collectors.
-    `gpus` holds one `GpuUse` per GPU (or MIG instance) the process used, when NVML or the
-    kernel's DRM counters listed it this poll; None otherwise and in rows of older collectors."""
+    measured this poll and the one before; None elsewhere and in rows of older collectors. `pod`
+    names the container's pod where the collector reads the Kubernetes API (see `Pod`); None for
+    host processes, containers of no pod of the node, without API access and in rows of older
+    collectors. `gpus` holds one `GpuUse` per GPU (or MIG instance) the process used, when NVML
+    or the kernel's DRM counters listed it this poll; None otherwise and in rows of older
+    collectors."""
 
     unix_ms: UnixMs
     tgid: Int
     node: str | None = None
     process: Process
+    pod: Pod | None = None
     workload: Workload
     ioctl_count: Int | None = None
     since_last_gpu_ioctl_ms: Int | None = None

@@ -20,7 +20,9 @@ version 3, a second skippable frame may stand between the data and the summary f
 per-poll figures `croft profile` reads (`croft.domain.dataset.poll_groups`), which the body names
 (`profile`: the frame's size, its index's size and CRC-32) and `croft stats` never reads. A
 version 2 summary (none of those figures) is still read; older ones are not (the segment is
-scanned, and `croft index` writes it a summary of this version).
+scanned, and `croft index` writes it a summary of this version). Since version 4, each container
+names the pods its rows named (`[namespace, name, container]` each, docs/dataset.md `pod`): a
+collector before it wrote none, so a version 2 or 3 summary's containers have none.
 """
 
 from __future__ import annotations
@@ -40,8 +42,9 @@ from croft.domain.dataset.summary import StatsAccumulator
 if TYPE_CHECKING:
     from croft.domain.dataset.profile import Subject
 
-VERSION = 3  # 2: syscall sums as exact integers (decimal strings); 3: per-poll figures for profile
-READ_VERSIONS = (2, 3)  # a version 1 summary is not read (its segment is scanned)
+VERSION = 4  # 2: syscall sums as exact integers (decimal strings); 3: per-poll figures for profile;
+# 4: the containers' pod names (a reader before it would not know the ninth item: it scans instead)
+READ_VERSIONS = (2, 3, 4)  # a version 1 summary is not read (its segment is scanned)
 SKIPPABLE_MAGIC = 0x184D2A5E
 FOOTER_MAGIC = b"CRSM"
 FOOTER_BYTES = 16  # data size (8) + body CRC-32 (4) + FOOTER_MAGIC (4)
@@ -105,11 +108,20 @@ class SegmentSummary:
     def containers(self, node: str, path: str) -> ContainersAccumulator:
         """The containers accumulator of the segment's lines, read on `node` under `path`."""
         acc = ContainersAccumulator()
-        for kind, value, cgroup, frameworks, nodes, first, last, rows in self.state["containers"]:
+        for kind, value, cgroup, frameworks, nodes, first, last, rows, pods in self.state["containers"]:
             own = {node if n == FILE_NODE else n for n in nodes}
-            acc.entries[(kind, value)] = [cgroup, set(frameworks), own, first, last, rows]
+            named = {(p[0], p[1], p[2]) for p in pods}
+            acc.entries[(kind, value)] = [cgroup, set(frameworks), own, first, last, rows, named]
         self._skips(acc, path)
         return acc
+
+    def container_pods(self) -> dict[str, tuple[str, str, str | None]]:
+        """The pod names of each container the summary names (by id; none before version 4)."""
+        return {
+            entry[1]: (entry[8][0][0], entry[8][0][1], entry[8][0][2])
+            for entry in self.state["containers"]
+            if entry[0] == "c" and entry[8]
+        }
 
     def _skips(self, acc: StatsAccumulator | ContainersAccumulator, path: str) -> None:
         for kind, count in self.state["skips"].items():
@@ -122,9 +134,16 @@ class SegmentSummary:
         if subject.kind == "container":
             seen = tuple(
                 (value, first, last)
-                for kind, value, _, _, _, first, last, _ in self.state["containers"]
+                for kind, value, _, _, _, first, last, _, _ in self.state["containers"]
                 if kind == "c" and value.startswith(subject.value)
             )
+        elif subject.kind == "pod":  # scanned where its pod's containers are (no figures by pod)
+            named = any(
+                f"{pod[0]}/{pod[1]}" == subject.value
+                for entry in self.state["containers"]
+                for pod in entry[8]
+            )
+            return ProfilePlan(scan=named)
         elif subject.kind == "cgroup":
             seen = () if subject.value not in self.state["cgroups"] else (("", 0, 0),)
         else:
@@ -188,7 +207,17 @@ def state_of(
     return {
         "stats": stats_state(stats, text_sums=False),
         "containers": [
-            [kind, value, e[0], sorted(e[1]), sorted(e[2]), e[3], e[4], e[5]]
+            [
+                kind,
+                value,
+                e[0],
+                sorted(e[1]),
+                sorted(e[2]),
+                e[3],
+                e[4],
+                e[5],
+                [list(p) for p in sorted(e[6], key=str)],
+            ]
             for (kind, value), e in containers.entries.items()
         ],
         "cgroups": sorted(cgroups),
@@ -289,6 +318,10 @@ def decode(frame: bytes, start: int) -> SegmentSummary | None:
             return None
         state = {key: body[key] for key in ("stats", "containers", "cgroups", "skips")}
         state["profile"], state["version"] = profile, version
+        if version < 4:  # written before pods were named: none
+            state["containers"] = [[*entry, []] for entry in state["containers"]]
+        if not all(_container_entry(entry) for entry in state["containers"]):
+            return None
         sums = state["stats"]["syscalls"]
         state["stats"]["syscalls"] = {
             name: int(total) for name, total in sums.items() if isinstance(total, str)
@@ -298,3 +331,18 @@ def decode(frame: bytes, start: int) -> SegmentSummary | None:
     except (KeyError, TypeError, ValueError, AttributeError):
         return None
     return SegmentSummary(data_bytes, crc, state)
+
+
+def _container_entry(entry: Any) -> bool:
+    """Whether a summary's container entry has the shape this version reads (its pods above all:
+    lists of a namespace, a name and a container name or null)."""
+    if not (isinstance(entry, list) and len(entry) == 9 and isinstance(entry[8], list)):
+        return False
+    return all(
+        isinstance(pod, list)
+        and len(pod) == 3
+        and isinstance(pod[0], str)
+        and isinstance(pod[1], str)
+        and (pod[2] is None or isinstance(pod[2], str))
+        for pod in entry[8]
+    )

@@ -21,6 +21,7 @@ from typing import Any
 import attrs
 
 from croft.domain.dataset.skips import SkipTally
+from croft.domain.utc import rfc3339
 
 BUSIEST_SYSCALLS = 10
 SUM_UNIT_BITS = 80
@@ -72,7 +73,9 @@ class Stats:
             "rows": self.rows,
             "skipped_lines": self.skipped_lines,
             "first_ms": self.first_ms,
+            "first_time": rfc3339(self.first_ms),
             "last_ms": self.last_ms,
+            "last_time": rfc3339(self.last_ms),
             "polls": self.polls,
             "nodes": list(self.nodes),
             "containers": self.containers,

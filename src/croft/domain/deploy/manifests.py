@@ -191,7 +191,8 @@ def _container(options: DeployOptions) -> dict[str, Any]:
 
 def daemonset(options: DeployOptions) -> Manifest:
     """The collector DaemonSet: one pod per node, every taint tolerated so GPU nodes (and tainted
-    nodes of every kind) get one, host pid namespace, no API token mounted (it calls no API)."""
+    nodes of every kind) get one, host pid namespace, its ServiceAccount's token mounted: the
+    collector lists and watches the pods of its node, to name rows and series by pod."""
     volumes: list[dict[str, Any]] = [
         {"name": vol, "hostPath": {"path": options.dataset_dir if vol == "dataset" else path, "type": kind}}
         for vol, path, _, kind in HOST_PATHS
@@ -218,8 +219,9 @@ def daemonset(options: DeployOptions) -> Manifest:
                     "serviceAccountName": APP_LABEL,
                     # evicted last under node pressure, as node agents (CNI, kube-proxy) are
                     "priorityClassName": "system-node-critical",
-                    # the token asks the API server who reads /metrics and /dataset (--auth kubernetes)
-                    "automountServiceAccountToken": options.auth == "kubernetes",
+                    # the collector reads the pods of its node (pod_reader: get, list and watch pods),
+                    # and asks the API server who reads /metrics and /dataset (--auth kubernetes)
+                    "automountServiceAccountToken": True,
                     "hostPID": True,
                     "nodeSelector": {"kubernetes.io/os": "linux"},
                     "tolerations": [{"operator": "Exists"}],
@@ -232,10 +234,33 @@ def daemonset(options: DeployOptions) -> Manifest:
     }
 
 
+def pod_reader(options: DeployOptions) -> tuple[Manifest, Manifest]:
+    """The ClusterRole that lets the collector read pods (get, list and watch: it lists and watches
+    those of its own node, `spec.nodeName`, and nothing else) and its binding to the collector's
+    ServiceAccount. Pods are in every namespace, so the role is a cluster's; both are named after
+    the collector's namespace, so that two deployments never share (or delete) each other's."""
+    name = f"{APP_LABEL}-{options.namespace}"
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": name, "labels": _labels()},
+        "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}],
+    }
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": name, "labels": _labels()},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": APP_LABEL, "namespace": options.namespace}],
+    }
+    return role, binding
+
+
 def manifests(options: DeployOptions) -> tuple[Manifest, ...]:
     """Every object `croft deploy kubernetes` applies, in apply order: the namespace, the
-    collector's ServiceAccount, the DaemonSet, a headless Service for /metrics and the dataset
-    endpoint (port `http`), and the Role `croft collect` needs (list pods, get pods/proxy)."""
+    collector's ServiceAccount, its ClusterRole to read pods and the binding, the DaemonSet, a
+    headless Service for /metrics and the dataset endpoint (port `http`), and the Role `croft
+    collect` needs (list pods, get pods/proxy)."""
     ns = options.namespace
     return (
         {
@@ -249,6 +274,7 @@ def manifests(options: DeployOptions) -> tuple[Manifest, ...]:
             "metadata": _meta(APP_LABEL, options),
             "automountServiceAccountToken": False,
         },
+        *pod_reader(options),
         daemonset(options),
         {
             "apiVersion": "v1",
@@ -289,6 +315,10 @@ _HEADER = """\
 # below only). priorityClassName system-node-critical: evicted last, as other node agents are.
 # Ready while /healthz says the polls are current; the pod's prometheus.io/* annotations let a
 # Prometheus with the usual kubernetes_sd_configs pod relabelling scrape it.
+#
+# The collector's ServiceAccount may get, list and watch pods (ClusterRole croft-collector-{namespace}):
+# it watches those of its own node (field selector spec.nodeName) to name rows and /metrics series by
+# namespace, pod and container. Without it the collector runs as before, with container ids only.
 #
 # Capabilities, all others dropped (Linux >= 5.8):
 #   BPF              load programs, create maps

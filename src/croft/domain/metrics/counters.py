@@ -22,29 +22,13 @@ Prometheus reads as a counter reset.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 
 import attrs
 
 from croft.domain.collector import CgroupSample, Poll
+from croft.domain.collector import pod_uid as pod_uid  # its home is the collector room
 from croft.domain.dataset import Row, engine_percents, gpu_label
-
-_POD_UID = re.compile(
-    r"pod([0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12}|[0-9a-f]{32})(?:\.slice)?(?:/|$)"
-)
-
-
-def pod_uid(cgroup: str) -> str:
-    """The Kubernetes pod UID a cgroup path names (`.../kubepods-burstable-pod<uid>.slice/...` of
-    the systemd driver, with `_` for `-`; `.../pod<uid>/...` of cgroupfs), dashed; "" for none."""
-    found = _POD_UID.search(cgroup.lower())
-    if found is None:
-        return ""
-    uid = found.group(1).replace("_", "-")
-    if "-" not in uid:  # 32 hex digits, as a static pod's cgroup may carry them
-        uid = f"{uid[:8]}-{uid[8:12]}-{uid[12:16]}-{uid[16:20]}-{uid[20:]}"
-    return uid
 
 
 @attrs.frozen

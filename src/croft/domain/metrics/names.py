@@ -28,7 +28,11 @@ empty for a watched host cgroup) and label `cgroup` (the container's cgroup path
 | `croft_container_network_{receive,transmit}_bytes_total` | container_id | counter: bytes |
 | `croft_container_fs_{read,write}_bytes_total` | container_id | counter: bytes |
 | `croft_container_gpu_engine_seconds_total` | container_id, gpu, engine | counter: engine busy seconds |
-| `croft_container_info` | container_id, pod_uid, pod, namespace | 1 (pod UID from the cgroup path) |
+| `croft_container_info` | container_id, pod_uid | 1 (pod UID from the cgroup path) |
+
+Every per-container series of a container whose rows name their pod (docs/dataset.md, `pod`: the
+collector reads the API's pods of its node) also carries `namespace`, `pod` and `container` (the
+container's name in the pod; none for the pod's sandbox), as cAdvisor's kubelet series do.
 
 The counters (see `croft.domain.metrics.counters`) let a Prometheus that scrapes every 15-30 s take
 `rate()` over every poll; the gauges are one poll's.
@@ -112,6 +116,7 @@ LABEL_CGROUP = "cgroup"
 LABEL_POD_UID = "pod_uid"
 LABEL_POD = "pod"
 LABEL_NAMESPACE = "namespace"
+LABEL_CONTAINER = "container"  # the container's name in its pod (cAdvisor's `container`)
 LABEL_SIGNAL = "signal"
 LABEL_MODE = "mode"
 LABEL_GPU = "gpu"

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 import attrs
 
 from croft.domain.collector import PER_S_DIGITS, CgroupMembership, Poll, display_path, membership_container_id
-from croft.domain.dataset import Ingress, Row, gpu_label
+from croft.domain.dataset import Ingress, Pod, Row, gpu_label
 from croft.domain.metrics import names as names
 from croft.domain.metrics.counters import GroupCounters, advance, own_samples, pod_uid
 from croft.domain.metrics.exposition import Sample
@@ -50,6 +50,7 @@ class GroupValues:
     pressure_avg10: tuple[float | None, float | None, float | None]  # cpu, memory, io (PRESSURE_RESOURCES)
     ingress: Ingress | None = None
     gpu_memory: tuple[tuple[str, int], ...] = ()  # (gpu label, bytes) summed over the rows, by label
+    pod: Pod | None = None  # the Kubernetes names its rows carry (labels namespace, pod, container)
 
 
 @attrs.frozen
@@ -127,6 +128,7 @@ def groups_of(rows: Iterable[Row]) -> dict[GroupKey, GroupValues]:
                 totals[name] = totals.get(name, 0.0) + call.rate_per_sec
         usage = own.cgroup_usage
         offered = next((row.ingress for row in group_rows if row.ingress is not None), None)
+        named = next((row.pod for row in group_rows if row.pod is not None), None)
         out[key] = GroupValues(
             container_id=label_text(key[0]),
             cgroup=label_text(own.process.cgroup),
@@ -137,6 +139,7 @@ def groups_of(rows: Iterable[Row]) -> dict[GroupKey, GroupValues]:
             pressure_avg10=(usage.cpu_pressure_avg10, usage.memory_pressure_avg10, usage.io_pressure_avg10),
             ingress=offered,
             gpu_memory=_gpu_memory(group_rows),
+            pod=named,
         )
     return out
 
@@ -162,14 +165,11 @@ def _quiet(values: GroupValues) -> GroupValues:
 
 
 def series(
-    poll: Poll,
-    rows: Sequence[Row],
-    health: Health,
-    previous: MetricsMemory,
-    pods: Mapping[str, tuple[str, str]] | None = None,
+    poll: Poll, rows: Sequence[Row], health: Health, previous: MetricsMemory
 ) -> tuple[tuple[Sample, ...], MetricsMemory]:
-    """The samples of /metrics after `poll` (whose rows are `rows`) and the memory for the next;
-    `pods` names the (pod, namespace) of containers where the shell could read them."""
+    """The samples of /metrics after `poll` (whose rows are `rows`) and the memory for the next.
+    A container whose rows name their pod (`Row.pod`) carries `namespace`, `pod` and `container`
+    labels on each of its series, as cAdvisor's kubelet series do."""
     groups = groups_of(rows)
     missing = [key for key in previous.groups if key not in groups]
     if missing:
@@ -188,7 +188,7 @@ def series(
     )
     return (
         *samples[: -len(HEALTH_NAMES)],
-        *_counter_samples(groups, counters, pods or {}),
+        *_counter_samples(groups, counters),
         *samples[-len(HEALTH_NAMES) :],
         *mode,
     ), memory
@@ -216,7 +216,6 @@ def _counters(
 def _counter_samples(
     groups: Mapping[GroupKey, GroupValues],
     counters: Mapping[GroupKey, GroupCounters],
-    pods: Mapping[str, tuple[str, str]],
 ) -> list[Sample]:
     keys = sorted(groups)
     out: list[Sample] = []
@@ -264,13 +263,7 @@ def _counter_samples(
             out.append(Sample(names.CONTAINER_GPU_ENGINE_SECONDS_TOTAL, labels, round(seconds, 6)))
     for key in keys:
         group = groups[key]
-        pod, namespace = pods.get(group.container_id, ("", ""))
-        labels = _labels(
-            group,
-            (names.LABEL_POD_UID, pod_uid(group.cgroup)),
-            (names.LABEL_POD, label_text(pod)),
-            (names.LABEL_NAMESPACE, label_text(namespace)),
-        )
+        labels = _labels(group, (names.LABEL_POD_UID, pod_uid(group.cgroup)))
         out.append(Sample(names.CONTAINER_INFO, labels, 1.0))
     return out
 
@@ -375,6 +368,15 @@ HEALTH_NAMES = (
 
 
 def _labels(group: GroupValues, *extra: tuple[str, str]) -> tuple[tuple[str, str], ...]:
-    """The group's labels plus `extra`, sorted by name (as `Sample` wants them)."""
+    """The group's labels plus `extra`, sorted by name (as `Sample` wants them): `cgroup`,
+    `container_id` and, for a container of a pod, `namespace`, `pod` and `container` (its name in
+    the pod; left out for the sandbox)."""
     base = ((names.LABEL_CGROUP, group.cgroup), (names.LABEL_CONTAINER_ID, group.container_id))
-    return tuple(sorted((*base, *extra)))
+    return tuple(sorted((*base, *_pod_labels(group.pod), *extra)))
+
+
+def _pod_labels(pod: Pod | None) -> tuple[tuple[str, str], ...]:
+    if pod is None:
+        return ()
+    named = ((names.LABEL_NAMESPACE, label_text(pod.namespace)), (names.LABEL_POD, label_text(pod.name)))
+    return named if pod.container is None else (*named, (names.LABEL_CONTAINER, label_text(pod.container)))

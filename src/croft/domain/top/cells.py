@@ -39,6 +39,18 @@ def container_cell(row: Row, max_chars: int = 16) -> str:
     return prefix + cwd
 
 
+def pod_cell(namespace: str, name: str, max_chars: int) -> str:
+    """`namespace/name` in at most `max_chars`: the pod's name kept whole where it can be (it tells
+    the pods of one namespace apart), the namespace cut first."""
+    whole = f"{namespace}/{name}"
+    if len(truncate(whole, 4096)) <= max_chars:
+        return truncate(whole, max_chars)
+    room = max_chars - len(name) - 1  # for the namespace, its ellipsis included
+    if room >= 2:
+        return truncate(namespace, room) + "/" + truncate(name, 4096)
+    return truncate(name, max_chars, keep_end=True)
+
+
 def cpu_percent(cpu_cores: float) -> str:
     """CPU cores as a percentage of one core, like top, in at most 6 characters: 0.25 -> "25.0",
     16 -> "1600"."""

@@ -1,9 +1,10 @@
 """croft top's keys: the bytes a terminal sends, decoded to key names, and what each key does to
 the screen's state (pure; the terminal adapter only reads bytes).
 
-Keys, as htop and below have them: c, m, s, p sort by CPU, memory, syscalls, PID; / types a filter
-(Enter keeps it, Esc drops it; Esc outside typing clears the filter); the arrows, PgUp, PgDn, Home
-and End scroll; with --at, ← and → (or [ and ]) step to the poll before or after; q quits.
+Keys, as htop and below have them: c, m, s, p sort by CPU, memory, syscalls, PID, and the same key
+again turns the order round; / types a new filter (Enter keeps it, Esc keeps the one before; Esc
+outside typing clears the filter); the arrows, PgUp, PgDn, Home and End scroll; with --at, ← and →
+(or [ and ]) step to the poll before or after; ? or h shows the keys (any key goes back); q quits.
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ class Screen:
     offset: int = 0
     step: int | None = None
     quit: bool = False
+    help: bool = False
 
 
 def press(screen: Screen, key: str, page_rows: int, steps: int = 0) -> Screen:
@@ -88,11 +90,18 @@ def press(screen: Screen, key: str, page_rows: int, steps: int = 0) -> Screen:
         return _typing(screen, key)
     page = max(page_rows, 1)
     if key in ("q", "Q"):
-        return attrs.evolve(screen, quit=True)
+        return attrs.evolve(screen, quit=True, help=False)
+    if screen.help:  # the key list is shown: any key goes back to the table
+        return attrs.evolve(screen, help=False)
+    if key in ("?", "h"):
+        return attrs.evolve(screen, help=True)
     if key in SORT_KEYS:
-        return attrs.evolve(screen, view=attrs.evolve(screen.view, sort=SORT_KEYS[key]), offset=0)
+        sort = SORT_KEYS[key]
+        again = screen.view.sort == sort
+        view = attrs.evolve(screen.view, sort=sort, reverse=again and not screen.view.reverse)
+        return attrs.evolve(screen, view=view, offset=0)
     if key == "/":
-        return attrs.evolve(screen, typing=screen.view.filter)
+        return attrs.evolve(screen, typing="")  # a new filter, not more of the one in force
     if key == "escape":
         return attrs.evolve(screen, view=attrs.evolve(screen.view, filter=""), offset=0)
     moves = {"up": -1, "down": 1, "pageup": -page, "pagedown": page, "k": -1, "j": 1}
@@ -125,10 +134,34 @@ def hint_line(screen: Screen, stepping: bool) -> str:
     """The key-hint line at the bottom: what the keys do, the sort and filter in force."""
     if screen.typing is not None:
         return f"filter: {screen.typing}_   Enter keep · Esc cancel"
-    sort = SORT_TITLES.get(screen.view.sort, screen.view.sort)
-    parts = [f"q quit · c/m/s/p sort ({sort}) · / filter", "↑↓ PgUp PgDn scroll"]
+    if screen.help:
+        return "any key: back to the table · q quit"
+    sort = SORT_TITLES.get(screen.view.sort, screen.view.sort) + (", reversed" if screen.view.reverse else "")
+    filtering = f"/ filter {screen.view.filter!r} (Esc clears)" if screen.view.filter else "/ filter"
+    parts = [f"q quit · ? keys · c/m/s/p sort ({sort})", filtering]
     if stepping:
         parts.append("←→ poll")
-    if screen.view.filter:
-        parts.append(f"filter {screen.view.filter!r} (Esc clears)")
+    parts.append("↑↓ scroll")  # PgUp, PgDn, Home and End too: ? lists them
     return " · ".join(parts)
+
+
+HELP_LINES = (
+    "croft top keys",
+    "",
+    "  c  m  s  p     sort by CPU, memory, syscalls, PID; the same key again reverses the order",
+    "  /              type a new filter: container id or name, pod, namespace, cgroup, framework,",
+    "                 workload, command, command line, host cwd, node (several nodes); Enter keeps it,",
+    "                 Esc keeps the one before",
+    "  Esc            clear the filter",
+    "  ↑ ↓ j k        scroll a row",
+    "  PgUp PgDn      scroll a page",
+    "  Home End       first, last page",
+    "  ← → [ ]        with --at: the poll before, after",
+    "  ? h            this list",
+    "  q  Ctrl-C      quit",
+    "",
+    "Columns: THR% the share of the cgroup's CPU periods throttled, PSI% its CPU pressure (some",
+    "avg10), SHORT the container's short-lived processes in the last poll, AGE the age of an idle",
+    "process's row; POD and CONTAINER name Kubernetes pods where the collector reads the API.",
+)
+"""What ? and h show: every key, and the columns that are not plain."""

@@ -1,14 +1,18 @@
 """Which columns of croft top's table a screen width holds, and the lines they make (pure).
 
-`layout(table, width)` starts from every column at its natural width (its widest cell or title).
-Where that is too wide, the columns that can give way do so first, in two steps: both down to what
-still reads (`readable_widths`: the cgroup to its path with long ids cut as `docker ps` cuts them,
-at most 40 characters; the syscalls to two or three whole ones), the longer giving way first, then
-each further, down to its `min_chars` (the cgroup first, as it is dropped first). Only then are
-columns dropped, highest `keep` first, until the rest fits (PID, CPU%, COMM and CONTAINER stay
-longest), and a narrow column dropped on the way comes back if it fits beside the rest. A wide
-screen shows every column in full: the whole cgroup path and up to eight busiest syscalls.
-`lines(table, widths)` pads and cuts the cells.
+`layout(table, width)` takes the columns in the order of their `keep` rank (PID, CPU%, COMM, the
+pod and CONTAINER first; FRAMEWORK last) for as long as the next one still fits, and stops at the
+first that does not: so the columns a width shows are the first ones of one fixed list, and a
+column shown at one width is shown at every wider one (a narrow column never comes back in place
+of a wide one that a wider screen then shows). Widths are measured on every row that passes the
+filter, not only the page shown, so scrolling never changes them. Each column starts at its
+natural width (its widest cell or title); where that is too wide, the columns that can give way
+do so first, in two steps: down to what still reads (`readable_chars`: the cgroup to its path with
+long ids cut as `docker ps` cuts them, at most 40 characters; the syscalls to two or three whole
+ones; the command line to 40 characters), the longer giving way first, then each further, down to
+its `min_chars` (the one ranked last first). A wide screen shows every column in full: the whole
+cgroup path, up to eight busiest syscalls and the command line. `lines(table, widths)` pads and
+cuts the cells.
 """
 
 from __future__ import annotations
@@ -24,9 +28,10 @@ GAP = 1  # spaces between columns
 
 
 def natural_widths(table: TopTable) -> tuple[int, ...]:
-    """Each column's widest cell or title."""
+    """Each column's widest cell (of every matching row) or title."""
+    every = table.sized_cells()
     return tuple(
-        max([len(column.title), *(len(row.cells[index]) for row in table.rows)])
+        max([len(column.title), *(len(cells[index]) for cells in every)])
         for index, column in enumerate(table.columns)
     )
 
@@ -47,7 +52,7 @@ class Sizes:
         cut, readable = list(natural), list(natural)
         for index, column in enumerate(table.columns):
             if column.key == "cgroup":
-                short = (short_ids(row.cells[index]) for row in table.rows)
+                short = (short_ids(cells[index]) for cells in table.sized_cells())
                 cut[index] = max([len(column.title), *(len(cell) for cell in short)])
             if column.readable_chars is not None:
                 readable[index] = min(cut[index], column.readable_chars)
@@ -61,33 +66,36 @@ def layout(table: TopTable, width: int | None) -> list[int | None]:
     natural = sizes.natural
     if width is None:
         return list(natural)
-    kept = set(range(len(table.columns)))
-    drop_order = sorted(kept, key=lambda i: (-table.columns[i].keep, -i))
-    dropped: list[int] = []
-    while True:
-        widths = _squeezed(table, sizes, kept, width)
-        if widths is not None or len(kept) == 1:
+    ranked = sorted(range(len(table.columns)), key=lambda i: (table.columns[i].keep, i))
+    kept: set[int] = set()
+    widths: list[int | None] | None = None
+    for index in ranked:  # the first columns of the ranking that fit; stop at the first that does not
+        # a column joins only while the flexible columns ranked before it keep what still reads
+        holding = {i for i in kept if table.columns[i].min_chars is not None}
+        wider = _squeezed(table, sizes, kept | {index}, width, holding)
+        if wider is None:
             break
-        dropped.append(drop_order.pop(0))
-        kept.discard(dropped[-1])
-    for index in reversed(dropped[:-1]):  # a narrower column dropped before the last may fit again
-        wider = _squeezed(table, sizes, kept | {index}, width)
-        if wider is not None:
-            kept.add(index)
-            widths = wider
-    if widths is None:  # a screen narrower than the one column left: cut it
-        (only,) = kept
+        kept.add(index)
+        widths = wider
+    if widths is None:  # a screen narrower than the first column alone: cut it
+        only = ranked[0]
         widths = [min(natural[only], max(width, 1)) if i == only else None for i in range(len(natural))]
     return widths
 
 
-def _squeezed(table: TopTable, sizes: Sizes, kept: set[int], width: int) -> list[int | None] | None:
+def _squeezed(
+    table: TopTable,
+    sizes: Sizes,
+    kept: set[int],
+    width: int,
+    holding: set[int] = frozenset(),  # type: ignore[assignment]
+) -> list[int | None] | None:
     """The kept columns' widths within `width`, or None when they cannot fit. The flexible columns
-    give way: a cgroup too long for the room is cut to its short-id form; then both come down to
+    give way: a cgroup too long for the room is cut to its short-id form; then all come down to
     their readable widths, the one furthest above its own giving each character (so a long cgroup
     and a long syscall list share what is left); then one at a time as far as their `min_chars`
-    (the one dropped first, the cgroup, first). Last, a flexible column wider than its cut cells
-    hands the spare characters to the other."""
+    (the one ranked last first), those in `holding` no further than their readable width. Last, a
+    flexible column wider than its cut cells hands the spare characters to another."""
     columns = table.columns
     widths: list[int | None] = [sizes.natural[i] if i in kept else None for i in range(len(columns))]
     flexible = sorted((i for i in kept if columns[i].min_chars is not None), key=lambda i: -columns[i].keep)
@@ -106,6 +114,8 @@ def _squeezed(table: TopTable, sizes: Sizes, kept: set[int], width: int) -> list
         over -= 1
     for index in flexible:
         floor = max(columns[index].min_chars or 0, len(columns[index].title))
+        if index in holding:
+            floor = max(floor, sizes.readable[index])
         give = min(max(over, 0), max(sized[index] - floor, 0))
         sized[index] -= give
         over -= give
@@ -134,7 +144,7 @@ def _share_spare(table: TopTable, sizes: Sizes, sized: dict[int, int]) -> None:
 def _used(table: TopTable, index: int, width: int) -> int:
     """The characters column `index`'s cells take when cut to `width`, its title's at least."""
     column = table.columns[index]
-    cells = (fit(column, row.cells[index], width).rstrip() for row in table.rows)
+    cells = (fit(column, row[index], width).rstrip() for row in table.sized_cells())
     return max([len(column.title), *(len(cell) for cell in cells)])
 
 
@@ -146,7 +156,7 @@ def fit(column: Column, text: str, width: int) -> str:
         elif column.key == "cgroup":
             text = fit_cgroup(text, width)
         else:
-            text = truncate(text, width, keep_end=column.key in ("cgroup", "container"))
+            text = truncate(text, width, keep_end=column.key == "container")
     return text.rjust(width) if column.justify == "right" else text.ljust(width)
 
 

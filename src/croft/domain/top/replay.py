@@ -13,7 +13,11 @@ from collections.abc import Iterable
 import attrs
 
 from croft.domain.dataset import Row
-from croft.domain.top.table import HELD_POLLS, NodePoll
+from croft.domain.top.table import HELD_POLLS, STOPPED_AFTER_MS, NodePoll
+
+AT_TOLERANCE_MS = STOPPED_AFTER_MS
+"""How far --at may be from the poll it shows: 5 poll intervals, what top live takes for a stopped
+collector."""
 
 
 @attrs.frozen
@@ -38,6 +42,18 @@ class Replay:
     def index_at(self, unix_ms: int) -> int:
         """The index of the newest poll time at or before `unix_ms` (the first when all are after)."""
         return max(bisect.bisect_right(self.times, unix_ms) - 1, 0)
+
+    def nearest(self, unix_ms: int) -> int | None:
+        """The index of the poll time nearest `unix_ms` (the earlier of two as near), or None when
+        none lies within `AT_TOLERANCE_MS` of it: a time outside the data, before its first poll,
+        after its last or in a gap, whether it was typed as a time or as an age (`10m`). A time
+        croft printed to the second names the poll within that second."""
+        after = bisect.bisect_left(self.times, unix_ms)
+        near = [i for i in (after - 1, after) if 0 <= i < len(self.times)]
+        if not near:
+            return None
+        best = min(near, key=lambda i: (abs(self.times[i] - unix_ms), i))
+        return best if abs(self.times[best] - unix_ms) <= AT_TOLERANCE_MS else None
 
     def at(self, index: int) -> tuple[NodePoll, ...]:
         """Each node's poll at or before `times[index]` with its held earlier polls; a node with no

@@ -5,9 +5,17 @@
 poll alone misses most idle processes. A process without a row in the newest poll is shown *idle*:
 CPU, syscalls, network and I/O at 0, its last RSS, and the age of its row in the AGE column.
 
-Rows are filtered (`View.filter`, a case-insensitive substring of the container id, cgroup,
-framework, workload, command or host cwd) and sorted (CPU, memory, syscalls or PID). Every cell is
-already a short string; `croft.domain.top.layout` picks the columns a width can hold.
+Beside each process, what its container felt in the newest poll: the throttled share of its
+cgroup's CPU periods (THR%), its cgroup's CPU pressure (PSI%, PSI `some avg10`) and how many
+short-lived processes the container ran between the last two polls (SHORT: the `short_lived`
+summary of the poll, see docs/dataset.md); an idle process shows its container's figures when the
+container has a row in the newest poll, and nothing otherwise. Kubernetes pods are named (POD:
+`namespace/pod`, CONTAINER: the container's name) where rows carry `pod`.
+
+Rows are filtered (`View.filter`, a case-insensitive substring of the container id or name, pod,
+namespace, cgroup, framework, workload, command, command line, host cwd and, with several nodes,
+node) and sorted (CPU, memory, syscalls or PID; `View.reverse` turns the order round). Every cell
+is already a short string; `croft.domain.top.layout` picks the columns a width can hold.
 
 When any held row names its GPUs (the row's `gpus`), GPU% and GPUMEM follow RSS: how busy the
 process kept its GPUs (NVML's SM utilisation or DRM's busiest engine, summed over its GPUs: 200 is
@@ -21,7 +29,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from croft.domain.dataset import GPU_WORKLOADS, Row, gpu_busy_percent, gpu_memory_bytes
+from croft.domain.dataset import CMDLINE_CHARS, GPU_WORKLOADS, Row, gpu_busy_percent, gpu_memory_bytes
 from croft.domain.top.cells import (
     WIDE_SYSCALLS,
     age,
@@ -30,10 +38,12 @@ from croft.domain.top.cells import (
     container_cell,
     cpu_percent,
     human_bytes,
+    pod_cell,
     short_age,
     truncate,
     utc_time,
 )
+from croft.domain.utc import iso_ms
 
 HELD_POLLS = 15
 """Polls a process's latest row is held for: the collector's idle rows come every 15 polls."""
@@ -62,20 +72,28 @@ class Column:
 
 COLUMNS: tuple[Column, ...] = (
     Column("node", "NODE", max_chars=12, keep=3),
+    Column("pod", "POD", max_chars=32, keep=3),
     Column("container", "CONTAINER", max_chars=16, keep=3),
     Column("pid", "PID", "right", 7, keep=0),
     Column("comm", "COMM", max_chars=15, keep=2),
-    Column("framework", "FRAMEWORK", max_chars=10, keep=11),
-    Column("workload", "WORKLOAD", max_chars=9, keep=7),
+    Column("framework", "FRAMEWORK", max_chars=10, keep=15),
+    Column("workload", "WORKLOAD", max_chars=9, keep=9),
     Column("cpu", "CPU%", "right", 6, keep=1),
+    Column("throttled", "THR%", "right", 5, keep=5),
+    Column("pressure", "PSI%", "right", 5, keep=10),
     Column("rss", "RSS", "right", 5, keep=4),
-    Column("net", "NET/s", "right", 5, keep=9),
-    Column("io", "I/O/s", "right", 5, keep=10),
-    Column("age", "AGE", "right", 4, keep=6),
-    Column("cgroup", "CGROUP", max_chars=CGROUP_CHARS, keep=8, min_chars=28, readable_chars=40),
-    Column("syscalls", "BUSIEST SYSCALLS", max_chars=200, keep=5, min_chars=25, readable_chars=30),
+    Column("net", "NET/s", "right", 5, keep=12),
+    Column("io", "I/O/s", "right", 5, keep=13),
+    Column("short", "SHORT", "right", 5, keep=11),
+    Column("age", "AGE", "right", 4, keep=7),
+    Column("cgroup", "CGROUP", max_chars=CGROUP_CHARS, keep=14, min_chars=28, readable_chars=40),
+    Column("syscalls", "BUSIEST SYSCALLS", max_chars=200, keep=6, min_chars=25, readable_chars=30),
+    Column("command", "COMMAND", max_chars=CMDLINE_CHARS, keep=8, min_chars=20, readable_chars=40),
 )
-"""Every column in screen order; NODE is there only with several nodes."""
+"""Every column in screen order; NODE is there only with several nodes, POD only when a row names
+its pod, COMMAND only when a row has a command line. `keep` ranks them: a narrower screen shows
+the columns of the lowest ranks that fit, and a column shown at one width is shown at every wider
+one (`croft.domain.top.layout`)."""
 GPU_COLUMNS: tuple[Column, ...] = (
     Column("gpu", "GPU%", "right", 6, keep=4),
     Column("gpu_memory", "GPUMEM", "right", 6, keep=6),
@@ -96,10 +114,12 @@ class NodePoll:
 
 @attrs.frozen
 class View:
-    """How the table is looked at: the sort key (one of `SORTS`) and the filter text."""
+    """How the table is looked at: the sort key (one of `SORTS`), whether its order is turned
+    round (`reverse`: least CPU, memory or syscalls first, highest PID first) and the filter text."""
 
     sort: str = "cpu"
     filter: str = ""
+    reverse: bool = False
 
 
 @attrs.frozen
@@ -117,7 +137,9 @@ class TopRow:
 class TopTable:
     """What croft top shows: a header line, notes (the collector stopped), the columns and the
     process rows that pass the filter (at most the `max_rows` asked for, from `offset`);
-    `total_rows` counts every held process, `matching` those passing the filter."""
+    `total_rows` counts every held process, `matching` those passing the filter. `sizing` holds
+    the cells of every matching row, on the page or not, which the layout sizes the columns by, so
+    that scrolling never changes the columns (empty: size by `rows`)."""
 
     header: str
     columns: tuple[Column, ...]
@@ -126,16 +148,34 @@ class TopTable:
     matching: int = 0
     notes: tuple[str, ...] = ()
     first: int = 0
+    sizing: tuple[tuple[str, ...], ...] = ()
+
+    def sized_cells(self) -> tuple[tuple[str, ...], ...]:
+        """The cells the column widths are measured on: every matching row's."""
+        return self.sizing or tuple(row.cells for row in self.rows)
+
+
+@attrs.frozen
+class Felt:
+    """What a process's container felt in its node's newest poll: the throttled fraction and CPU
+    pressure (PSI some avg10, %) of the process's cgroup, and the short-lived processes of its
+    container (or watched host cgroup). None where the newest poll has no row to say it."""
+
+    throttled: float | None = None
+    pressure: float | None = None
+    short_lived: int | None = None
 
 
 @attrs.frozen
 class Held:
-    """A process's latest row within its node's held polls; `idle` when older than the newest."""
+    """A process's latest row within its node's held polls; `idle` when older than the newest;
+    `felt` its container's figures in the newest poll."""
 
     node: str
     row: Row
     idle: bool
     age_ms: int
+    felt: Felt = Felt()
 
     @property
     def cpu_cores(self) -> float:
@@ -146,39 +186,67 @@ class Held:
         return 0.0 if self.idle else sum(s.rate_per_sec for s in self.row.syscalls)
 
 
+def _group(row: Row) -> str:
+    """The container a row's short-lived processes are counted in: its id, or a host cgroup."""
+    return row.process.container_id or f"cgroup:{row.process.cgroup}"
+
+
 def held(poll: NodePoll) -> list[Held]:
     """Every row of the newest poll, then for each pid absent from it its latest earlier row
-    (idle)."""
+    (idle); each with what its container felt in the newest poll."""
     current = {row.tgid for row in poll.rows}
     latest: dict[int, Row] = {}
     for row in poll.earlier:
         if row.tgid not in current and row.unix_ms < poll.unix_ms:
             latest[row.tgid] = row
-    return [Held(poll.node, row, False, 0) for row in poll.rows] + [
-        Held(poll.node, row, True, poll.unix_ms - row.unix_ms) for row in latest.values()
+    by_cgroup: dict[str, tuple[float | None, float | None]] = {}
+    short: dict[str, int] = {}
+    for row in poll.rows:
+        usage = row.cgroup_usage
+        by_cgroup[row.process.cgroup] = (usage.cpu_throttled_fraction, usage.cpu_pressure_avg10)
+        extra = row.short_lived.processes if row.short_lived is not None else 0
+        short[_group(row)] = short.get(_group(row), 0) + extra
+
+    def felt(row: Row) -> Felt:
+        figures = by_cgroup.get(row.process.cgroup)
+        return Felt(
+            throttled=figures[0] if figures else None,
+            pressure=figures[1] if figures else None,
+            short_lived=short.get(_group(row)),
+        )
+
+    return [Held(poll.node, row, False, 0, felt(row)) for row in poll.rows] + [
+        Held(poll.node, row, True, poll.unix_ms - row.unix_ms, felt(row)) for row in latest.values()
     ]
 
 
-def matches(item: Held, text: str) -> bool:
-    """Whether `text` (case-insensitive) is in the container id, cgroup, framework, workload,
-    command or, for a host process, cwd."""
+def matches(item: Held, text: str, *, node: bool = False) -> bool:
+    """Whether `text` (case-insensitive) is in the container id, pod (namespace, name, container),
+    cgroup, framework, workload, command, command line, for a host process its cwd and, with
+    `node` (several nodes shown), the node's name."""
     if not text:
         return True
-    process = item.row.process
-    fields = (process.container_id or "", process.cgroup, process.framework or "", item.row.workload)
-    haystack = "\n".join((*fields, process.comm, process.cwd if process.container_id is None else ""))
+    row = item.row
+    process = row.process
+    fields = (process.container_id or "", process.cgroup, process.framework or "", row.workload)
+    pod = (row.pod.namespace, row.pod.name, row.pod.container or "") if row.pod is not None else ()
+    own = (process.comm, process.cmdline or "", process.cwd if process.container_id is None else "")
+    haystack = "\n".join((*fields, *pod, *own, item.node if node else ""))
     return text.lower() in haystack.lower()
 
 
-def _order(item: Held, sort: str) -> tuple[float, str, str, int]:
+def _order(item: Held, view: View) -> tuple[float, str, str, int]:
+    """The sort key of `item`: `view.sort`'s figure, busiest first (PID ascending), turned round
+    with `view.reverse`; ties always by node, container and pid, ascending."""
+    sign = -1 if view.reverse else 1
     tie = (item.node, item.row.process.container_id or "", item.row.tgid)
-    if sort == "pid":
-        return (item.row.tgid, *tie)
-    if sort == "memory":
-        return (-item.row.usage.rss_bytes, *tie)
-    if sort == "syscalls":
-        return (-item.syscalls_per_s, *tie)
-    return (-item.cpu_cores, *tie)
+    if view.sort == "pid":
+        return (sign * item.row.tgid, *tie)
+    if view.sort == "memory":
+        return (-sign * item.row.usage.rss_bytes, *tie)
+    if view.sort == "syscalls":
+        return (-sign * item.syscalls_per_s, *tie)
+    return (-sign * item.cpu_cores, *tie)
 
 
 def cells(item: Held, columns: Sequence[Column]) -> tuple[str, ...]:
@@ -189,8 +257,15 @@ def cells(item: Held, columns: Sequence[Column]) -> tuple[str, ...]:
         key = column.key
         if key == "node":
             values[key] = truncate(item.node, column.max_chars)
+        elif key == "pod":
+            values[key] = (
+                "" if row.pod is None else pod_cell(row.pod.namespace, row.pod.name, column.max_chars)
+            )
         elif key == "container":
-            values[key] = container_cell(row, column.max_chars)
+            named = row.pod.container if row.pod is not None else None
+            values[key] = (
+                truncate(named, column.max_chars) if named else container_cell(row, column.max_chars)
+            )
         elif key == "pid":
             values[key] = str(row.tgid)
         elif key == "comm":
@@ -201,6 +276,13 @@ def cells(item: Held, columns: Sequence[Column]) -> tuple[str, ...]:
             values[key] = row.workload
         elif key == "cpu":
             values[key] = cpu_percent(item.cpu_cores)
+        elif key == "throttled":
+            throttled = item.felt.throttled
+            values[key] = "" if throttled is None else percent(throttled * 100)
+        elif key == "pressure":
+            values[key] = "" if item.felt.pressure is None else percent(item.felt.pressure)
+        elif key == "short":
+            values[key] = "" if item.felt.short_lived is None else str(item.felt.short_lived)
         elif key == "rss":
             values[key] = human_bytes(usage.rss_bytes)
         elif key in ("net", "io"):
@@ -216,6 +298,8 @@ def cells(item: Held, columns: Sequence[Column]) -> tuple[str, ...]:
             values[key] = "" if held is None else human_bytes(held)
         elif key == "cgroup":
             values[key] = cgroup_cell(row, column.max_chars)
+        elif key == "command":
+            values[key] = truncate(row.process.cmdline or "", column.max_chars)
         else:
             values[key] = "" if item.idle else busiest_syscalls(row, WIDE_SYSCALLS)
     return tuple(values[column.key] for column in columns)
@@ -291,7 +375,7 @@ def build_table(
     view = view or View()
     several = len(polls) > 1
     items = [item for poll in polls for item in held(poll)]
-    shown_all = sorted((i for i in items if matches(i, view.filter)), key=lambda i: _order(i, view.sort))
+    shown_all = _shown(items, view, several)
     start = 0
     if max_rows is None:
         shown = shown_all
@@ -299,13 +383,19 @@ def build_table(
         page = max(max_rows, 0)
         start = min(max(offset, 0), max(len(shown_all) - page, 0))
         shown = shown_all[start : start + page]
-    columns = COLUMNS if several else tuple(c for c in COLUMNS if c.key != "node")
+    shows = {
+        "node": several,
+        "pod": any(item.row.pod is not None for item in items),
+        "command": any(item.row.process.cmdline for item in items),  # rows of older collectors have none
+    }
+    columns = tuple(c for c in COLUMNS if shows.get(c.key, True))
     if any(item.row.gpus for item in items):
         after = [c.key for c in columns].index("rss") + 1
         columns = (*columns[:after], *GPU_COLUMNS, *columns[after:])
+    every = [cells(item, columns) for item in shown_all]
     table_rows = tuple(
-        TopRow(cells(item, columns), item.cpu_cores, item.row.workload in GPU_WORKLOADS, item.idle)
-        for item in shown
+        TopRow(every[start + k], item.cpu_cores, item.row.workload in GPU_WORKLOADS, item.idle)
+        for k, item in enumerate(shown)
     )
     gpu_holders = sum(1 for item in items if item.row.workload in GPU_WORKLOADS)
     idle = sum(1 for item in items if item.idle)
@@ -318,7 +408,20 @@ def build_table(
         len(shown_all),
         (note,) if note else (),
         start,
+        tuple(every),
     )
+
+
+def _shown(items: Sequence[Held], view: View, several: bool) -> list[Held]:
+    """The items passing `view`'s filter, in its order."""
+    return sorted((i for i in items if matches(i, view.filter, node=several)), key=lambda i: _order(i, view))
+
+
+def percent(value: float) -> str:
+    """A percentage of 0-100 in at most 5 characters: "0", "2.5", "95", "100"."""
+    if value <= 0:
+        return "0"
+    return f"{value:.1f}" if value < 9.95 else f"{min(value, 999):.0f}"
 
 
 def to_json(polls: Sequence[NodePoll], view: View | None = None) -> dict[str, object]:
@@ -327,21 +430,33 @@ def to_json(polls: Sequence[NodePoll], view: View | None = None) -> dict[str, ob
     row's own time says how old it is)."""
     view = view or View()
     items = [item for poll in polls for item in held(poll)]
-    ordered = sorted((i for i in items if matches(i, view.filter)), key=lambda i: _order(i, view.sort))
+    ordered = _shown(items, view, len(polls) > 1)
     return {
-        "polls": [{"node": p.node, "unix_ms": p.unix_ms} for p in polls],
+        "polls": [{"node": p.node, "unix_ms": p.unix_ms, "time": iso_ms(p.unix_ms)} for p in polls],
         "processes": [
             {
                 "node": item.node,
                 "container_id": item.row.process.container_id,
+                "pod": None
+                if item.row.pod is None
+                else {
+                    "namespace": item.row.pod.namespace,
+                    "name": item.row.pod.name,
+                    "container": item.row.pod.container,
+                },
                 "cgroup": item.row.process.cgroup,
                 "pid": item.row.tgid,
                 "comm": item.row.process.comm,
+                "cmdline": item.row.process.cmdline,
                 "framework": item.row.process.framework,
                 "workload": item.row.workload,
                 "idle": item.idle,
                 "row_unix_ms": item.row.unix_ms,
+                "row_time": iso_ms(item.row.unix_ms),
                 "cpu_cores": item.cpu_cores,
+                "cpu_throttled_fraction": item.felt.throttled,
+                "cpu_pressure_avg10": item.felt.pressure,
+                "short_lived_processes": item.felt.short_lived,
                 "rss_bytes": item.row.usage.rss_bytes,
                 "network_bytes_s": _bytes_s(item, "net"),
                 "io_bytes_s": _bytes_s(item, "io"),
