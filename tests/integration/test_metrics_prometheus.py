@@ -18,6 +18,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -274,3 +275,22 @@ def test_healthz_and_the_landing_page_of_croft_run(croft_metrics: str) -> None:
     assert page.status_code == 200
     for link in ("/metrics", "/healthz", "/dataset"):
         assert f'<a href="{link}">' in page.text
+
+
+def test_prometheus_scrapes_openmetrics_and_whole_syscall_counters(prometheus: str) -> None:
+    """Prometheus asks for OpenMetrics first, and gets it: its metadata names the syscall counter's
+    family without `_total` (OpenMetrics' naming; a text-format scrape would name it with). The
+    counter it stores counts whole calls, and the collector's `_created` gauge is gone."""
+
+    def metadata() -> dict[str, Any]:
+        answer = httpx.get(f"{prometheus}/api/v1/targets/metadata", params={"match_target": '{job="croft"}'})
+        found = {m["metric"]: m for m in answer.json()["data"]}
+        return found if "croft_container_syscalls" in found else {}
+
+    found = wait_for("Prometheus to have stored croft's metadata", metadata)
+    assert found["croft_container_syscalls"]["type"] == "counter"
+    assert "croft_container_syscalls_total" not in found
+    assert found["croft_poll_seconds"]["type"] == "histogram"
+    stored = query(prometheus, f'{names.CONTAINER_SYSCALLS_TOTAL}{{container_id="{CONTAINER_ID}"}}')
+    assert stored and all(float(s["value"][1]).is_integer() for s in stored), stored
+    assert query(prometheus, "croft_poll_seconds_created") == []

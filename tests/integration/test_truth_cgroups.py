@@ -175,16 +175,16 @@ def _check_absent_elsewhere(exposition: str, dataset: Path, log: str, v2_cgroup:
     for sample in parse_exposition(exposition):
         if sample.label(names.LABEL_CGROUP) in (v2_cgroup, v1_cgroup):
             served.setdefault(sample.label(names.LABEL_CGROUP), set()).add(sample.name)
-    v2_only = {names.CONTAINER_CPU_CORES, names.CONTAINER_PRESSURE_AVG10}
+    v2_only = {names.CONTAINER_CPU_CORES, names.CONTAINER_PRESSURE_RATIO}
     v1_only = {
         names.CONTAINER_CPU_CORES,
-        names.CONTAINER_MEMORY_BYTES,
+        names.CONTAINER_MEMORY_USAGE_BYTES,
         names.CONTAINER_CPU_THROTTLED_FRACTION,
     }
     assert v2_only <= served[v2_cgroup], served
-    assert not {names.CONTAINER_MEMORY_BYTES, names.CONTAINER_CPU_THROTTLED_FRACTION} & served[v2_cgroup]
+    assert not {names.CONTAINER_MEMORY_USAGE_BYTES, names.CONTAINER_CPU_THROTTLED_FRACTION} & served[v2_cgroup]
     assert v1_only <= served[v1_cgroup], served
-    assert not {names.CONTAINER_PRESSURE_AVG10, names.CONTAINER_PRESSURE_RATIO} & served[v1_cgroup]
+    assert names.CONTAINER_PRESSURE_RATIO not in served[v1_cgroup]
     out = subprocess.run(
         [CROFT, "profile", "--cgroup", v2_cgroup, "--dataset", str(dataset)],
         capture_output=True, text=True, timeout=60, check=False,

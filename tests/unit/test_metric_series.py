@@ -47,12 +47,12 @@ def test_a_container_sums_its_processes_syscalls_and_labels_each_series() -> Non
         assert sample.label(names.LABEL_CONTAINER_ID) == cid
         assert sample.label(names.LABEL_CGROUP) == WATCHED.unified
     assert value(samples, names.CONTAINER_CPU_CORES, container_id=cid) == 1.5
-    assert value(samples, names.CONTAINER_MEMORY_BYTES, container_id=cid) == float(1 << 30)
+    assert value(samples, names.CONTAINER_MEMORY_USAGE_BYTES, container_id=cid) == float(1 << 30)
     assert value(samples, names.CONTAINER_CPU_THROTTLED_FRACTION, container_id=cid) == 0.25
     pressure = {
-        s.label(names.LABEL_RESOURCE): s.value for s in by_name(samples, names.CONTAINER_PRESSURE_AVG10)
+        s.label(names.LABEL_RESOURCE): s.value for s in by_name(samples, names.CONTAINER_PRESSURE_RATIO)
     }
-    assert pressure == {"cpu": 4.0, "memory": 0.5, "io": 0.0}
+    assert pressure == {"cpu": 0.04, "memory": 0.005, "io": 0.0}  # PSI's percent as a 0-1 ratio
 
 
 def test_health_series_and_map_drops_accumulating() -> None:
@@ -82,7 +82,7 @@ def test_a_container_takes_the_gauges_of_its_own_shortest_cgroup() -> None:
         WATCHED, 2, {"read": 1.0}, cgroup_usage(memory_bytes=5), cgroup=f"{WATCHED.unified}/worker"
     )
     samples = one(poll(2, (proc(1), proc(2))), [nested, member_row(WATCHED, 1, {"read": 2.0})])
-    assert value(samples, names.CONTAINER_MEMORY_BYTES) == float(1 << 30)
+    assert value(samples, names.CONTAINER_MEMORY_USAGE_BYTES) == float(1 << 30)
     assert value(samples, names.CONTAINER_SYSCALL_RATE, syscall="read") == 3.0
     assert {s.label(names.LABEL_CGROUP) for s in samples if s.labels} == {WATCHED.unified}
 
@@ -109,7 +109,7 @@ def test_an_idle_container_stays_with_zero_rates_and_its_last_memory() -> None:
     assert by_name(samples, names.CONTAINER_SYSCALL_RATE) == []
     assert value(samples, names.CONTAINER_CPU_CORES, container_id=cid) == 0.0
     assert value(samples, names.CONTAINER_CPU_THROTTLED_FRACTION, container_id=cid) == 0.0
-    assert value(samples, names.CONTAINER_MEMORY_BYTES, container_id=cid) == 4096.0
+    assert value(samples, names.CONTAINER_MEMORY_USAGE_BYTES, container_id=cid) == 4096.0
     later, _ = series(poll(6, (proc(1),)), [], HEALTH, memory)
     assert [s for s in later if s.labels] == []
 
@@ -163,7 +163,7 @@ def test_series_never_repeat_a_label_set_and_stay_bounded(memberships: list, wid
     keys = [(s.name, s.labels) for s in samples]
     assert len(keys) == len(set(keys))
     groups = len(set(memberships))
-    per_group = min(width, names.SYSCALLS_PER_CONTAINER) + (width > names.SYSCALLS_PER_CONTAINER) + 6
+    per_group = min(width, names.SYSCALLS_PER_CONTAINER) + (width > names.SYSCALLS_PER_CONTAINER) + 3
     counters = {
         names.CONTAINER_SYSCALLS_TOTAL,
         names.CONTAINER_CPU_SECONDS_TOTAL,
@@ -174,11 +174,14 @@ def test_series_never_repeat_a_label_set_and_stay_bounded(memberships: list, wid
         names.CONTAINER_FS_READ_BYTES_TOTAL,
         names.CONTAINER_FS_WRITE_BYTES_TOTAL,
         names.CONTAINER_PRESSURE_RATIO,
+        names.CONTAINER_OOM_EVENTS_TOTAL,
         names.CONTAINER_INFO,
     }
+    # gauges: the named syscalls and `other`, CPU, memory, throttling
     assert len([s for s in samples if s.name not in counters]) == groups * per_group + len(HEALTH_NAMES)
-    # counters: every syscall by name (never `other`), CPU, at most 2 CFS, 4 byte counters, 3 PSI, info
-    assert len([s for s in samples if s.name in counters]) <= groups * (width + 1 + 2 + 4 + 3 + 1)
+    # counters: every syscall by name (never `other`), CPU, at most 2 CFS, 4 byte counters, 3 PSI, OOM
+    # kills, info
+    assert len([s for s in samples if s.name in counters]) <= groups * (width + 1 + 2 + 4 + 3 + 1 + 1)
 
 
 def test_a_figure_the_cgroup_does_not_offer_has_no_series_rather_than_0() -> None:
@@ -193,11 +196,7 @@ def test_a_figure_the_cgroup_does_not_offer_has_no_series_rather_than_0() -> Non
     samples = one(current, [member_row(WATCHED, 1, {}, hybrid_v2), member_row(v1, 2, {}, v1_usage)])
     of_v2 = {s.name for s in samples if s.label(names.LABEL_CGROUP) == WATCHED.unified}
     of_v1 = {s.name for s in samples if s.label(names.LABEL_CGROUP) == "/batch"}
-    assert {
-        names.CONTAINER_CPU_CORES,
-        names.CONTAINER_PRESSURE_AVG10,
-        names.CONTAINER_PRESSURE_RATIO,
-    } <= of_v2
-    assert not {names.CONTAINER_MEMORY_BYTES, names.CONTAINER_CPU_THROTTLED_FRACTION} & of_v2
-    assert {names.CONTAINER_MEMORY_BYTES, names.CONTAINER_CPU_THROTTLED_FRACTION} <= of_v1
-    assert not {names.CONTAINER_PRESSURE_AVG10, names.CONTAINER_PRESSURE_RATIO} & of_v1
+    assert {names.CONTAINER_CPU_CORES, names.CONTAINER_PRESSURE_RATIO} <= of_v2
+    assert not {names.CONTAINER_MEMORY_USAGE_BYTES, names.CONTAINER_CPU_THROTTLED_FRACTION} & of_v2
+    assert {names.CONTAINER_MEMORY_USAGE_BYTES, names.CONTAINER_CPU_THROTTLED_FRACTION} <= of_v1
+    assert names.CONTAINER_PRESSURE_RATIO not in of_v1

@@ -250,7 +250,7 @@ def test_a_burst_scraped_from_a_real_collector_is_patched_once_whatever_its_vers
     assert {parse_query(query) for query in cluster.queries} == {scrape_query(CONFIG)}
     body = decode_poll(record.getvalue().splitlines()[0]).observations.scrapes[0].body or ""
     served = {(s.name, s.label("container_id")) for s in parse_exposition(body)}
-    assert ((names.CONTAINER_MEMORY_BYTES, cid(1)) in served) == old  # the older one answers everything
+    assert ((names.CONTAINER_MEMORY_USAGE_BYTES, cid(1)) in served) == old  # the older one answers everything
 
 
 # -- the recorded fixtures -----------------------------------------------------------------------

@@ -55,7 +55,7 @@ def with_the_rest(samples: tuple[Sample, ...]) -> tuple[Sample, ...]:
             extra.append(Sample(names.CONTAINER_SYSCALLS_TOTAL, by_call, 1e6 * factor))
         sendto = tuple(sorted((*labels, (names.LABEL_SYSCALL, "sendto"))))
         extra.append(Sample(names.CONTAINER_SYSCALLS_TOTAL, sendto, 123456.0))
-        extra.append(Sample(names.CONTAINER_MEMORY_BYTES, labels, 2e8))
+        extra.append(Sample(names.CONTAINER_MEMORY_USAGE_BYTES, labels, 2e8))
         extra.append(Sample(names.CONTAINER_INFO, (*labels, (names.LABEL_POD, "web")), 1.0))
     return (*samples, *extra)
 
@@ -149,7 +149,7 @@ def test_with_an_ingress_signal_the_query_asks_for_that_signal_and_the_queues() 
         ),
         Sample(names.CONTAINER_LISTEN_BACKLOG, ours, 3.0),
         Sample(names.CONTAINER_UNREAD_BYTES, ours, 300.0),
-        Sample(names.CONTAINER_MEMORY_BYTES, ours, 1e9),
+        Sample(names.CONTAINER_MEMORY_USAGE_BYTES, ours, 1e9),
     ]
     query = scrape_query(attrs.evolve(CONFIG, signal="tcp_connections"))
     kept = [(s.name, s.label(names.LABEL_SIGNAL)) for s in select(samples, query)]

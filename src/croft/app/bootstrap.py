@@ -63,6 +63,7 @@ class Settings:
     ebpf: Mode = "auto"  # which eBPF loader: croft.adapters.host.ebpf_mode
     node: str | None = None  # the node rows name; None: none (a replay of a trace that names none)
     kubeconfig: Path | None = None  # the API whose pods of `node` name rows (else in-cluster, or none)
+    metrics_syscalls: frozenset[str] | None = None  # the syscalls /metrics names (None: every one)
 
 
 def load_catalog(user_file: Path | None) -> Catalog:
@@ -153,7 +154,12 @@ def build_pipeline(
     if metrics is not None:
         clock = SystemClock()
         observer = MetricsPublisher(
-            metrics, sink.counters, lambda: clock.now().monotonic_ns, live, ebpf_mode=ebpf_mode
+            metrics,
+            sink.counters,
+            lambda: clock.now().monotonic_ns,
+            live,
+            ebpf_mode=ebpf_mode,
+            syscall_names=settings.metrics_syscalls,
         )
     pods = start_pod_watch(settings.kubeconfig, settings.node, live)
     return Pipeline(config, sink, recorder, observer, pods)

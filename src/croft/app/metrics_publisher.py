@@ -22,7 +22,8 @@ class MetricsPublisher:
     `poll_duration_seconds` is, live, the time from the poll's own clock reading (taken just before
     the sources are read) to its rows being written; in a replay (`live=False`), whose poll times are
     recorded ones, the time since the previous poll was published (reading the trace, the core,
-    the write). `ebpf_mode`: the eBPF loader of a live collector (core, bcc or off)."""
+    the write). `ebpf_mode`: the eBPF loader of a live collector (core, bcc or off);
+    `syscall_names`: `--metrics-syscalls` (None: every syscall)."""
 
     def __init__(
         self,
@@ -31,6 +32,7 @@ class MetricsPublisher:
         monotonic_ns: Callable[[], int],
         live: bool,
         ebpf_mode: str | None = None,
+        syscall_names: frozenset[str] | None = None,
     ) -> None:
         self._collector = collector
         self._counters = counters
@@ -39,6 +41,7 @@ class MetricsPublisher:
         self._memory = MetricsMemory()
         self._last_ns = monotonic_ns()
         self._ebpf_mode = ebpf_mode
+        self._syscall_names = syscall_names
 
     def observe(self, poll: Poll, rows: tuple[Row, ...]) -> None:
         now_ns = self._monotonic_ns()
@@ -55,5 +58,5 @@ class MetricsPublisher:
             ebpf_mode=self._ebpf_mode,
         )
         self._collector.live_file_lost_ns = counters.live_file_lost_ns
-        samples, self._memory = series(poll, rows, health, self._memory)
+        samples, self._memory = series(poll, rows, health, self._memory, self._syscall_names)
         self._collector.publish(samples, health.poll_duration_s)

@@ -34,6 +34,15 @@ def run(
             "empty: none",
         ),
     ] = "",
+    metrics_syscalls: Annotated[
+        str,
+        Parameter(
+            env_var="CROFT_METRICS_SYSCALLS",
+            help="the syscalls /metrics names, comma-separated (e.g. read,write,sendto,recvfrom,futex); "
+            'the rest are summed as syscall="other". Empty: the gauge names each container\'s 24 '
+            "busiest and the counter every syscall (about 80 series a container)",
+        ),
+    ] = "",
     auth: Annotated[
         str,
         Parameter(
@@ -176,6 +185,7 @@ def run(
         node=node or None,
         ebpf=ebpf,
         kubeconfig=kubeconfig,
+        metrics_syscalls=_syscall_names(metrics_syscalls),
     )
     server, metrics = (
         bootstrap.build_http_server(metrics_addr, dataset if serve_dataset else None, auth)
@@ -194,3 +204,20 @@ def run(
     finally:
         if server is not None:
             server.close()
+
+
+def _syscall_names(text: str) -> frozenset[str] | None:
+    """`--metrics-syscalls`: the names it lists, or None (every syscall) when it is empty; a
+    `UserError` for a name that is not one (letters, digits and `_`)."""
+    import re
+
+    listed = [name.strip() for name in text.split(",") if name.strip()]
+    if not listed:
+        return None
+    for name in listed:
+        if not re.fullmatch(r"[a-z_][a-z0-9_]*", name) or name == "other":
+            raise UserError(
+                f"--metrics-syscalls names {name!r}, which is not a syscall name; give names such as "
+                "read,write,sendto separated by commas"
+            )
+    return frozenset(listed)

@@ -23,20 +23,38 @@ label names is answered 400 with one sentence saying what is wrong.
 
 from __future__ import annotations
 
+import gzip
 from collections.abc import Callable, Iterator
 
 import attrs
-from prometheus_client import CollectorRegistry, Histogram, Info, ProcessCollector, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Histogram,
+    Info,
+    ProcessCollector,
+    disable_created_metrics,
+    generate_latest,
+)
 from prometheus_client.metrics_core import Metric
+from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
 
 from croft.adapters.http.server import Request, Response
 from croft.domain.metrics import names as names
-from croft.domain.metrics.exposition import Sample, render_exposition
+from croft.domain.metrics.exposition import Sample, render_exposition, render_openmetrics
 from croft.domain.metrics.query import EVERY, BadQuery, SeriesQuery, parse_query, select
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 """The text exposition format, version 0.0.4 (what `generate_latest` writes with its default
 escaping, and what `croft.domain.metrics.exposition` and every Prometheus since 2.0 parse)."""
+OPENMETRICS_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
+"""OpenMetrics 1.0.0, for a scraper whose Accept header names `application/openmetrics-text` (as
+Prometheus' does by default)."""
+GZIP_MIN_BYTES = 1024  # a smaller body is sent as it is: compressing it saves next to nothing
+
+# A counter's `_created` series (the time it was created) is left out in both formats: in the text
+# format prometheus_client writes it as a gauge of its own (`croft_poll_seconds_created`), which
+# node_exporter and cAdvisor do not serve.
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 
 class SnapshotCollector:
@@ -95,13 +113,28 @@ def metrics_page(collector: SnapshotCollector, version: str | None = None) -> Me
     return MetricsPage(collector, registry)
 
 
-def exposition_body(page: MetricsPage, query: SeriesQuery = EVERY) -> bytes:
-    """The page as text exposition (UTF-8): the newest poll's series, then the registry's; with a
-    query, only the series it asks for."""
-    if query.everything:
-        return render_exposition(page.collector.samples).encode("utf-8") + generate_latest(page.registry)
-    series = render_exposition(select(page.collector.samples, query)).encode("utf-8")
-    return series + generate_latest(_SelectedRegistry(page.registry, query))
+def exposition_body(page: MetricsPage, query: SeriesQuery = EVERY, openmetrics: bool = False) -> bytes:
+    """The page as text exposition (UTF-8), or with `openmetrics` as OpenMetrics: the newest
+    poll's series, then the registry's; with a query, only the series it asks for."""
+    samples = page.collector.samples if query.everything else select(page.collector.samples, query)
+    registry = page.registry if query.everything else _SelectedRegistry(page.registry, query)
+    if not openmetrics:
+        return render_exposition(samples).encode("utf-8") + generate_latest(registry)
+    theirs: bytes = generate_openmetrics(registry)  # type: ignore[no-untyped-call]
+    theirs = theirs.removesuffix(b"# EOF\n")
+    return render_openmetrics(samples).encode("utf-8") + theirs + b"# EOF\n"
+
+
+def _accepts(request: Request, header: str, value: str) -> bool:
+    """Whether `request`'s `header` (Accept, Accept-Encoding) names `value` with a weight above 0."""
+    for key, text in request.headers:
+        if key.lower() != header:
+            continue
+        for item in text.split(","):
+            kind, *parameters = (part.strip() for part in item.split(";"))
+            if kind.lower() == value and not any(p.replace(" ", "") in ("q=0", "q=0.0") for p in parameters):
+                return True
+    return False
 
 
 @attrs.frozen
@@ -124,13 +157,20 @@ class _SelectedRegistry:
 
 def metrics_handler(page: MetricsPage) -> Callable[[Request], Response]:
     """The /metrics route: the page, or what the request's query asks for of it (400 with one
-    sentence for a query that is not `name[]=<series>&<label>=<value>` fields)."""
+    sentence for a query that is not `name[]=<series>&<label>=<value>` fields); as OpenMetrics
+    where the Accept header asks for it, gzip-compressed where Accept-Encoding allows it (as the Go
+    client's handler answers, for a body of at least `GZIP_MIN_BYTES`)."""
 
     def handler(request: Request) -> Response:
         try:
             query = parse_query(request.query)
         except BadQuery as exc:
             return Response(400, "text/plain; charset=utf-8", f"{exc}\n".encode())
-        return Response(200, CONTENT_TYPE, exposition_body(page, query))
+        openmetrics = _accepts(request, "accept", "application/openmetrics-text")
+        body = exposition_body(page, query, openmetrics)
+        kind = OPENMETRICS_TYPE if openmetrics else CONTENT_TYPE
+        if len(body) >= GZIP_MIN_BYTES and _accepts(request, "accept-encoding", "gzip"):
+            return Response(200, kind, gzip.compress(body, 6), headers=(("Content-Encoding", "gzip"),))
+        return Response(200, kind, body)
 
     return handler

@@ -2,8 +2,9 @@
 `rate()` over every poll rather than see one poll's gauge in 7 to 15 (pure).
 
 Per group (see `croft.domain.metrics.series`), since the group was first served:
-- syscalls by name: each row's calls/s times the poll interval, summed; every syscall the group
-  made has its series (bounded by the kernel's syscall table), so a counter never moves between
+- syscalls by name, whole: each row's calls/s times the poll interval, rounded (the kernel's own
+  count), summed; every syscall the group made has its series (bounded by the kernel's syscall
+  table), or with `--metrics-syscalls` the listed ones and `other`, so a counter never moves between
   `other` and a name;
 - CPU seconds and CFS periods (all, throttled): the cgroup's own kernel counters (`cpu.stat`)
   where the poll read them, as cAdvisor exports them; CPU seconds integrate the cgroup's CPU cores
@@ -22,13 +23,14 @@ Prometheus reads as a counter reset.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 import attrs
 
 from croft.domain.collector import CgroupSample, Poll
 from croft.domain.collector import pod_uid as pod_uid  # its home is the collector room
 from croft.domain.dataset import Row, engine_percents, gpu_label
+from croft.domain.metrics.names import OTHER_SYSCALLS
 
 
 @attrs.frozen
@@ -38,7 +40,7 @@ class GroupCounters:
     `pressure_waiting_seconds` (cpu, memory, io) until its PSI `some total` was read, and each other
     counter until a row of the group measured it (a figure croft could not read adds nothing)."""
 
-    syscalls: Mapping[str, float] = attrs.field(factory=dict)
+    syscalls: Mapping[str, int] = attrs.field(factory=dict)
     cpu_seconds: float | None = None
     periods: int | None = None
     throttled_periods: int | None = None
@@ -64,17 +66,25 @@ def own_samples(poll: Poll) -> Callable[[Row], CgroupSample | None]:
 
 
 def advance(
-    previous: GroupCounters | None, rows: Sequence[Row], sample: CgroupSample | None, interval_s: float
+    previous: GroupCounters | None,
+    rows: Sequence[Row],
+    sample: CgroupSample | None,
+    interval_s: float,
+    syscall_names: Collection[str] | None = None,
 ) -> GroupCounters:
     """The counters after a poll `interval_s` seconds after the previous one, with the group's
-    `rows` (none for a quiet group) and its own cgroup's `sample`."""
+    `rows` (none for a quiet group) and its own cgroup's `sample`. Syscalls are counted whole: a
+    row's rate is the kernel's count over the poll rounded to `PER_S_DIGITS`, so rate times the
+    interval rounded is that count. With `syscall_names`, a syscall not among them counts as
+    `other`."""
     before = previous or GroupCounters()
     syscalls = dict(before.syscalls)
     gpu_seconds = dict(before.gpu_engine_seconds)
     for row in rows:
         calls = row.syscalls if row.short_lived is None else (*row.syscalls, *row.short_lived.syscalls)
         for call in calls:
-            syscalls[call.name] = syscalls.get(call.name, 0.0) + call.rate_per_sec * interval_s
+            name = call.name if syscall_names is None or call.name in syscall_names else OTHER_SYSCALLS
+            syscalls[name] = syscalls.get(name, 0) + round(call.rate_per_sec * interval_s)
         for use in row.gpus or ():
             label = gpu_label(use)
             for engine, percent in engine_percents(use):

@@ -178,6 +178,28 @@ def _help_line(name: str) -> str:
     return names.HELP.get(name, name).replace("\\", "\\\\").replace("\n", "\\n")
 
 
+def render_openmetrics(samples: Iterable[Sample]) -> str:
+    """`samples` in the OpenMetrics text format (1.0.0), for a scraper that asks for it: a family
+    per name, as `render_exposition` groups them; a counter's family is named without its `_total`
+    (OpenMetrics' rule) and its samples keep it; HELP escapes a double quote too. Without the
+    closing `# EOF`, which the page writes once, after every family it holds."""
+    families: dict[str, list[Sample]] = {}
+    for sample in samples:
+        families.setdefault(sample.name, []).append(sample)
+    lines: list[str] = []
+    for name, members in families.items():
+        counter = name.endswith("_total")
+        family = name.removesuffix("_total") if counter else name
+        lines.append(f"# HELP {family} {_help_line(name).replace(chr(34), chr(92) + chr(34))}")
+        lines.append(f"# TYPE {family} {'counter' if counter else 'gauge'}")
+        for sample in members:
+            labels = ",".join(f'{key}="{escape_label_value(value)}"' for key, value in sample.labels)
+            head = f"{sample.name}{{{labels}}}" if labels else sample.name
+            tail = "" if sample.timestamp_ms is None else f" {sample.timestamp_ms / 1000}"
+            lines.append(f"{head} {format_value(sample.value)}{tail}")
+    return "\n".join(lines) + "\n" if lines else ""
+
+
 def render_exposition(samples: Iterable[Sample]) -> str:
     """`samples` as the text /metrics serves for them: the one renderer of croft's series, used by the
     collector's /metrics (croft.adapters.http.metrics), croft.sim and croft scale's fixtures. Samples

@@ -12,16 +12,16 @@ empty for a watched host cgroup) and label `cgroup` (the container's cgroup path
 | --- | --- | --- |
 | `croft_container_syscall_rate` | container_id, syscall | syscalls/s, summed over the container's processes |
 | `croft_container_cpu_cores` | container_id | CPU seconds per second (cgroup) |
-| `croft_container_memory_bytes` | container_id | bytes (cgroup memory.current) |
+| `croft_container_memory_usage_bytes` | container_id | bytes (memory.current; page cache included) |
 | `croft_container_cpu_throttled_fraction` | container_id | share of the poll's CPU periods throttled, 0..1 |
-| `croft_container_pressure_avg10` | container_id, resource (cpu, memory, io) | PSI `some avg10`, percent |
-| `croft_container_pressure_ratio` | container_id, resource | the same as a share of time, 0..1 |
+| `croft_container_pressure_ratio` | container_id, resource (cpu, memory, io) | PSI `some avg10`, 0..1 |
 | `croft_container_pressure_waiting_seconds_total` | container_id, resource | counter: PSI `some total`, s |
 | `croft_container_ingress_rate` | container_id, signal (`INGRESS_SIGNALS`) | per second (dataset `ingress`) |
 | `croft_container_listen_backlog` | container_id | connections waiting to be accepted |
 | `croft_container_unread_bytes` | container_id | bytes received, not yet read |
 | `croft_container_gpu_memory_bytes` | container_id, gpu | bytes its processes hold on the GPU (`gpus`) |
-| `croft_container_syscalls_total` | container_id, syscall | counter: syscalls (every syscall it made) |
+| `croft_container_syscalls_total` | container_id, syscall | counter: whole syscalls, by the gauge's names |
+| `croft_container_oom_events_total` | container_id | counter: OOM kills in the cgroup (the kernel's count) |
 | `croft_container_cpu_seconds_total` | container_id | counter: CPU seconds (cgroup cpu.stat) |
 | `croft_container_cpu_periods_total` | container_id | counter: CFS periods (nr_periods), when read |
 | `croft_container_cpu_throttled_periods_total` | container_id | counter: throttled periods (nr_throttled) |
@@ -37,9 +37,12 @@ container's name in the pod; none for the pod's sandbox), as cAdvisor's kubelet 
 The counters (see `croft.domain.metrics.counters`) let a Prometheus that scrapes every 15-30 s take
 `rate()` over every poll; the gauges are one poll's.
 
-A container that was not seen in the newest poll disappears from the exposition (bounded cardinality);
-each container carries its busiest `SYSCALLS_PER_CONTAINER` syscalls by name and the rest summed
-under `syscall="other"` (see `croft.domain.metrics.series`).
+A container that was not seen in the newest poll disappears from the exposition (bounded cardinality).
+Syscall series: by default a container's gauge names the `SYSCALLS_PER_CONTAINER` syscalls it made
+most of since it was first served (the counter's totals, so the cut does not move with one poll's
+noise) and sums the rest under `syscall="other"`, and the counter names every syscall it made;
+with `croft run --metrics-syscalls NAMES` both name only those syscalls and sum the rest under
+`other` (see `croft.domain.metrics.series`).
 
 The collector's own health:
 
@@ -77,9 +80,8 @@ from __future__ import annotations
 
 CONTAINER_SYSCALL_RATE = "croft_container_syscall_rate"
 CONTAINER_CPU_CORES = "croft_container_cpu_cores"
-CONTAINER_MEMORY_BYTES = "croft_container_memory_bytes"
+CONTAINER_MEMORY_USAGE_BYTES = "croft_container_memory_usage_bytes"
 CONTAINER_CPU_THROTTLED_FRACTION = "croft_container_cpu_throttled_fraction"
-CONTAINER_PRESSURE_AVG10 = "croft_container_pressure_avg10"
 CONTAINER_PRESSURE_RATIO = "croft_container_pressure_ratio"
 CONTAINER_PRESSURE_WAITING_SECONDS_TOTAL = "croft_container_pressure_waiting_seconds_total"
 CONTAINER_SYSCALLS_TOTAL = "croft_container_syscalls_total"
@@ -91,6 +93,7 @@ CONTAINER_NETWORK_TRANSMIT_BYTES_TOTAL = "croft_container_network_transmit_bytes
 CONTAINER_FS_READ_BYTES_TOTAL = "croft_container_fs_read_bytes_total"
 CONTAINER_FS_WRITE_BYTES_TOTAL = "croft_container_fs_write_bytes_total"
 CONTAINER_INFO = "croft_container_info"
+CONTAINER_OOM_EVENTS_TOTAL = "croft_container_oom_events_total"
 CONTAINER_INGRESS_RATE = "croft_container_ingress_rate"
 CONTAINER_LISTEN_BACKLOG = "croft_container_listen_backlog"
 CONTAINER_UNREAD_BYTES = "croft_container_unread_bytes"
@@ -139,9 +142,8 @@ their `_s` (the first two come from eBPF and are left out without the tracepoint
 HELP: dict[str, str] = {
     CONTAINER_SYSCALL_RATE: "Syscalls per second of the container's processes in the last poll, by syscall.",
     CONTAINER_CPU_CORES: "CPU seconds per second the container's cgroup used over the last poll.",
-    CONTAINER_MEMORY_BYTES: "Memory the container's cgroup holds, bytes.",
+    CONTAINER_MEMORY_USAGE_BYTES: "Memory the container's cgroup holds, page cache included, bytes.",
     CONTAINER_CPU_THROTTLED_FRACTION: "Share of the last poll's CPU periods the cgroup was throttled in.",
-    CONTAINER_PRESSURE_AVG10: "PSI some avg10 of the container's cgroup, percent, by resource.",
     CONTAINER_PRESSURE_RATIO: "PSI some avg10 of the container's cgroup, 0..1, by resource.",
     CONTAINER_PRESSURE_WAITING_SECONDS_TOTAL: (
         "Seconds in which some task of the container's cgroup waited for the resource (PSI some total)."
@@ -161,6 +163,7 @@ HELP: dict[str, str] = {
     CONTAINER_GPU_ENGINE_SECONDS_TOTAL: (
         "Seconds a GPU engine was busy for the container's processes, by GPU and engine."
     ),
+    CONTAINER_OOM_EVENTS_TOTAL: "OOM kills in the container's cgroup (memory.events oom_kill).",
     CONTAINER_INFO: "1 per container: the pod UID its cgroup names, pod name and namespace where readable.",
     POLL_DURATION_SECONDS: "Seconds the newest poll took.",
     LAST_POLL_TIMESTAMP_SECONDS: "Unix time of the newest poll, seconds.",

@@ -23,7 +23,7 @@ Cardinality is bounded by the newest poll:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 import attrs
 
@@ -51,6 +51,8 @@ class GroupValues:
     ingress: Ingress | None = None
     gpu_memory: tuple[tuple[str, int], ...] = ()  # (gpu label, bytes) summed over the rows, by label
     pod: Pod | None = None  # the Kubernetes names its rows carry (labels namespace, pod, container)
+    oom_kills: int | None = None  # the cgroup's OOM kills so far (the kernel's counter)
+    rates: Mapping[str, float] = attrs.field(factory=dict)  # every syscall's calls/s, before the cut
 
 
 @attrs.frozen
@@ -78,17 +80,27 @@ class MetricsMemory:
 
 
 def top_syscalls(
-    totals: Mapping[str, float], limit: int = names.SYSCALLS_PER_CONTAINER
+    totals: Mapping[str, float],
+    limit: int = names.SYSCALLS_PER_CONTAINER,
+    ranked_by: Mapping[str, float] | None = None,
+    named: Collection[str] | None = None,
 ) -> tuple[tuple[str, float], ...]:
-    """The `limit` busiest syscalls of `totals` (calls/s; ties by name), then the rest summed as
-    `other` when there is a rest (a syscall itself named `other` always counts as rest, so no two
-    series share a label set). Zero rates are left out; the total is kept."""
+    """The syscalls of `totals` (calls/s) that have a series of their own, busiest first (ties by
+    name), then the rest summed as `other` when there is a rest (a syscall itself named `other`
+    always counts as rest, so no two series share a label set). Zero rates are left out; the total
+    is kept. Those with a series: the ones in `named` (an operator's list, `--metrics-syscalls`),
+    else the `limit` first by `ranked_by` (the calls counted so far: a cut that one poll's noise
+    does not move; where syscalls share a count, as the ones every exec makes once do, by rate and
+    then by name), else by rate."""
     other = names.OTHER_SYSCALLS
-    ordered = sorted(
-        ((n, r) for n, r in totals.items() if r > 0 and n != other), key=lambda item: (-item[1], item[0])
-    )
-    kept = tuple((n, round(r, PER_S_DIGITS)) for n, r in ordered[:limit])
-    rest = [r for _, r in ordered[limit:]]
+    present = [n for n, r in totals.items() if r > 0 and n != other]
+    if named is not None:
+        chosen = {n for n in present if n in named}
+    else:
+        rank = ranked_by or {}
+        chosen = set(sorted(present, key=lambda n: (-rank.get(n, 0.0), -totals[n], n))[:limit])
+    kept = tuple((n, round(totals[n], PER_S_DIGITS)) for n in sorted(chosen, key=lambda n: (-totals[n], n)))
+    rest = [totals[n] for n in present if n not in chosen]
     if totals.get(other, 0.0) > 0:
         rest.append(totals[other])
     if not rest:
@@ -133,11 +145,13 @@ def groups_of(rows: Iterable[Row]) -> dict[GroupKey, GroupValues]:
             container_id=label_text(key[0]),
             cgroup=label_text(own.process.cgroup),
             syscalls=top_syscalls(totals),
+            rates=totals,
             cpu_cores=usage.cpu_cores,
             cpu_throttled_fraction=usage.cpu_throttled_fraction,
             memory_bytes=usage.memory_bytes,
             pressure_avg10=(usage.cpu_pressure_avg10, usage.memory_pressure_avg10, usage.io_pressure_avg10),
             ingress=offered,
+            oom_kills=usage.oom_kills,
             gpu_memory=_gpu_memory(group_rows),
             pod=named,
         )
@@ -160,16 +174,28 @@ def _quiet(values: GroupValues) -> GroupValues:
     cores = None if values.cpu_cores is None else 0.0
     throttled = None if values.cpu_throttled_fraction is None else 0.0
     return attrs.evolve(
-        values, syscalls=(), cpu_cores=cores, cpu_throttled_fraction=throttled, ingress=None, gpu_memory=()
+        values,
+        syscalls=(),
+        rates={},
+        cpu_cores=cores,
+        cpu_throttled_fraction=throttled,
+        ingress=None,
+        gpu_memory=(),
     )
 
 
 def series(
-    poll: Poll, rows: Sequence[Row], health: Health, previous: MetricsMemory
+    poll: Poll,
+    rows: Sequence[Row],
+    health: Health,
+    previous: MetricsMemory,
+    syscall_names: Collection[str] | None = None,
 ) -> tuple[tuple[Sample, ...], MetricsMemory]:
     """The samples of /metrics after `poll` (whose rows are `rows`) and the memory for the next.
     A container whose rows name their pod (`Row.pod`) carries `namespace`, `pod` and `container`
-    labels on each of its series, as cAdvisor's kubelet series do."""
+    labels on each of its series, as cAdvisor's kubelet series do. With `syscall_names`
+    (`--metrics-syscalls`), the syscall series name only those syscalls, the rest summed as
+    `other` (see `top_syscalls`)."""
     groups = groups_of(rows)
     missing = [key for key in previous.groups if key not in groups]
     if missing:
@@ -177,7 +203,14 @@ def series(
         for key in missing:
             if key in alive:
                 groups[key] = _quiet(previous.groups[key])
-    counters = _counters(poll, rows, groups, previous)
+    counters = _counters(poll, rows, groups, previous, syscall_names)
+    groups = {
+        key: attrs.evolve(
+            group,
+            syscalls=top_syscalls(group.rates, ranked_by=counters[key].syscalls, named=syscall_names),
+        )
+        for key, group in groups.items()
+    }
     drops = previous.map_drops_total + max(poll.kernel.dropped_entries, 0)
     memory = MetricsMemory(groups, drops, counters, poll.at.monotonic_ns)
     samples = _samples(groups, poll.at.unix_ms, health, memory.map_drops_total)
@@ -195,7 +228,11 @@ def series(
 
 
 def _counters(
-    poll: Poll, rows: Sequence[Row], groups: Mapping[GroupKey, GroupValues], previous: MetricsMemory
+    poll: Poll,
+    rows: Sequence[Row],
+    groups: Mapping[GroupKey, GroupValues],
+    previous: MetricsMemory,
+    syscall_names: Collection[str] | None,
 ) -> dict[GroupKey, GroupCounters]:
     """Each served group's counters after `poll` (see `croft.domain.metrics.counters`)."""
     last = previous.last_poll_ns
@@ -209,7 +246,7 @@ def _counters(
         group_rows = members.get(key, [])
         own = min(group_rows, key=lambda r: (len(r.process.cgroup), r.process.cgroup)) if group_rows else None
         sample = own_sample(own) if own is not None else None
-        out[key] = advance(previous.counters.get(key), group_rows, sample, interval_s)
+        out[key] = advance(previous.counters.get(key), group_rows, sample, interval_s, syscall_names)
     return out
 
 
@@ -226,7 +263,7 @@ def _counter_samples(
                 Sample(
                     names.CONTAINER_SYSCALLS_TOTAL,
                     _labels(group, (names.LABEL_SYSCALL, label_text(syscall))),
-                    round(calls, 3),
+                    float(calls),
                 )
             )
     simple: tuple[tuple[str, Callable[[GroupCounters], float | int | None]], ...] = (
@@ -262,6 +299,9 @@ def _counter_samples(
             )
             out.append(Sample(names.CONTAINER_GPU_ENGINE_SECONDS_TOTAL, labels, round(seconds, 6)))
     for key in keys:
+        if (kills := groups[key].oom_kills) is not None:
+            out.append(Sample(names.CONTAINER_OOM_EVENTS_TOTAL, _labels(groups[key]), float(kills)))
+    for key in keys:
         group = groups[key]
         labels = _labels(group, (names.LABEL_POD_UID, pod_uid(group.cgroup)))
         out.append(Sample(names.CONTAINER_INFO, labels, 1.0))
@@ -282,7 +322,7 @@ def _samples(
         Sample(names.CONTAINER_CPU_CORES, _labels(g), g.cpu_cores) for g in ordered if g.cpu_cores is not None
     )
     out.extend(
-        Sample(names.CONTAINER_MEMORY_BYTES, _labels(g), float(g.memory_bytes))
+        Sample(names.CONTAINER_MEMORY_USAGE_BYTES, _labels(g), float(g.memory_bytes))
         for g in ordered
         if g.memory_bytes is not None
     )
@@ -292,11 +332,6 @@ def _samples(
         for g in ordered
         if g.cpu_throttled_fraction is not None
     )
-    for group in ordered:
-        for resource, avg10 in zip(names.PRESSURE_RESOURCES, group.pressure_avg10, strict=True):
-            if avg10 is not None:
-                labels = _labels(group, (names.LABEL_RESOURCE, resource))
-                out.append(Sample(names.CONTAINER_PRESSURE_AVG10, labels, avg10))
     out.extend(_ingress_samples(ordered))
     for group in ordered:
         for gpu, used in group.gpu_memory:
