@@ -182,7 +182,9 @@ def _check_absent_elsewhere(exposition: str, dataset: Path, log: str, v2_cgroup:
         names.CONTAINER_CPU_THROTTLED_FRACTION,
     }
     assert v2_only <= served[v2_cgroup], served
-    assert not {names.CONTAINER_MEMORY_USAGE_BYTES, names.CONTAINER_CPU_THROTTLED_FRACTION} & served[v2_cgroup]
+    assert (
+        not {names.CONTAINER_MEMORY_USAGE_BYTES, names.CONTAINER_CPU_THROTTLED_FRACTION} & served[v2_cgroup]
+    )
     assert v1_only <= served[v1_cgroup], served
     assert names.CONTAINER_PRESSURE_RATIO not in served[v1_cgroup]
     out = subprocess.run(

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from croft import __version__
+from croft.adapters.dataset.lock import DatasetLock
 from croft.adapters.dataset.writer import DatasetWriter
 from croft.adapters.host.cgroup_ids import watched_roots
 from croft.adapters.host.cgroupfs import CgroupFS
@@ -133,10 +134,16 @@ def collector_config(settings: Settings) -> CollectorConfig:
     )
 
 
-def build_sink(settings: Settings) -> DatasetWriter:
+def build_sink(settings: Settings, lock: DatasetLock | None = None) -> DatasetWriter:
     """The row sink: the rotating dataset writer (a `UserError` when the directory is unwritable or
-    another collector writes it)."""
-    return DatasetWriter(settings.dataset, settings.limits, about=(("watch", settings.watch),))
+    another collector writes it); `lock`: the directory's lock, when `lock_dataset` took it."""
+    return DatasetWriter(settings.dataset, settings.limits, about=dataset_about(settings), lock=lock)
+
+
+def dataset_about(settings: Settings) -> tuple[tuple[str, str], ...]:
+    """What the collector writes in its dataset's lock file (`croft top` and a second collector
+    read it)."""
+    return (("watch", settings.watch),)
 
 
 def build_pipeline(
@@ -144,12 +151,13 @@ def build_pipeline(
     metrics: SnapshotCollector | None = None,
     live: bool = True,
     ebpf_mode: str | None = None,
+    lock: DatasetLock | None = None,
 ) -> Pipeline:
     """Core, sink and recorder; with `metrics`, every poll's series are published to it (with
     `ebpf_mode`, the eBPF loader in use, as croft_ebpf_mode)."""
     config = collector_config(settings)
     recorder = build_recorder(settings)
-    sink = build_sink(settings)
+    sink = build_sink(settings, lock)
     observer: PollObserver | None = None
     if metrics is not None:
         clock = SystemClock()
@@ -239,14 +247,17 @@ def _gpu_source() -> GpuHolderSource:
 
 
 def build_live(
-    settings: Settings, metrics: SnapshotCollector | None = None, kernel: Chosen | None = None
+    settings: Settings,
+    metrics: SnapshotCollector | None = None,
+    kernel: Chosen | None = None,
+    lock: DatasetLock | None = None,
 ) -> tuple[Pipeline, LiveSource, SystemClock]:
     """The live collector: procfs, cgroupfs, eBPF (`kernel`, or loaded here as `settings.ebpf`
     says: `off` counts nothing, as on a host that cannot load the programs), NVML (or empty),
     DRM fdinfo where /dev/dri is, the system clock."""
     if kernel is None:
         kernel = _kernel_source(settings.ebpf, settings.verbose)
-    pipeline = build_pipeline(settings, metrics, ebpf_mode=kernel.mode)
+    pipeline = build_pipeline(settings, metrics, ebpf_mode=kernel.mode, lock=lock)
     scan_devices = any(Path("/dev").glob("nvidia*"))
     cgroupfs = CgroupFS(settings.cgroup_root)
     log.info("cgroup layout at %s: %s", settings.cgroup_root, cgroupfs.layout)

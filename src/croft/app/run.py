@@ -168,8 +168,19 @@ def run(
             "croft run needs root to read every process's /proc files and load eBPF: "
             "run it with sudo, or replay a recorded trace with --replay DIR"
         )
-    kernel = None
-    if replay is None:  # first, before the rest of croft is imported: attached as soon as can be
+    kernel = lock = None
+    if replay is None:
+        # the dataset's lock first: a second collector on it refuses in one sentence before it
+        # loads anything (where the directory cannot be made, the writer says why, later)
+        from croft.adapters.dataset.lock import DatasetLock
+
+        try:
+            dataset.parent.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            pass
+        if dataset.parent.is_dir():
+            lock = DatasetLock.acquire(dataset.parent, (("watch", watch),))
+        # then the eBPF programs, before the rest of croft is imported: attached as soon as can be
         from croft.adapters.host.ebpf_mode import open_kernel
 
         kernel = open_kernel(ebpf, verbose=verbose)
@@ -199,7 +210,7 @@ def run(
             if linger:
                 collector.linger(linger, SystemClock())
             return code
-        pipeline, source, clock = bootstrap.build_live(settings, metrics, kernel)
+        pipeline, source, clock = bootstrap.build_live(settings, metrics, kernel, lock)
         return collector.run_live(pipeline, source, clock)
     finally:
         if server is not None:

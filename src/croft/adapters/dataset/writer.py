@@ -142,15 +142,17 @@ class DatasetWriter:
         queue_capacity: int = 16,
         disk: Disk = OS_DISK,
         about: tuple[tuple[str, str], ...] = (),
+        lock: DatasetLock | None = None,
     ) -> None:
         """`about`: what the collector was asked (`key=value` pairs), written in the directory's
-        lock file for whoever finds it held (`croft.adapters.dataset.lock`)."""
+        lock file for whoever finds it held (`croft.adapters.dataset.lock`); `lock`: the
+        directory's lock, already taken (else it is taken here)."""
         self._path = path
         self._dir = path.parent
         self._limits = limits
         self._naming = Naming.for_live(path.name)
         self._disk = disk
-        self._lock: DatasetLock | None = None
+        self._lock: DatasetLock | None = lock
         fd = self._open_at_start(about)
         self._fd: int | None = fd
         self.compressor = SegmentCompressor(
@@ -255,7 +257,8 @@ class DatasetWriter:
             )
         if not os.access(self._dir, os.W_OK | os.X_OK):
             raise UserError(f"cannot write to {where}; {fix}")
-        self._lock = DatasetLock.acquire(self._dir, about)
+        if self._lock is None:
+            self._lock = DatasetLock.acquire(self._dir, about)
         try:
             return _open_live(self._path)
         except OSError as exc:
