@@ -172,12 +172,12 @@ def run(
     if replay is None:
         # the dataset's lock first: a second collector on it refuses in one sentence before it
         # loads anything (where the directory cannot be made, the writer says why, later)
+        import contextlib
+
         from croft.adapters.dataset.lock import DatasetLock
 
-        try:
+        with contextlib.suppress(OSError):
             dataset.parent.mkdir(parents=True, exist_ok=True)
-        except OSError:
-            pass
         if dataset.parent.is_dir():
             lock = DatasetLock.acquire(dataset.parent, (("watch", watch),))
         # then the eBPF programs, before the rest of croft is imported: attached as soon as can be
