@@ -11,6 +11,7 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import dockerfile
 import pytest
@@ -26,6 +27,7 @@ from croft.domain.deploy.manifests import (
     DOCKER_WATCH,
     DeployOptions,
     docker_run_argv,
+    manifest_header,
     manifests,
 )
 from tests.helpers.cli import CROFT, croft
@@ -214,7 +216,6 @@ def test_the_daemonset_runs_as_the_issue_asks() -> None:
     assert security["privileged"] is False and security["capabilities"]["drop"] == ["ALL"]
     assert security["capabilities"]["add"] == list(CAPABILITIES)
     assert {"operator": "Exists"} in pod["tolerations"]  # GPU nodes' nvidia.com/gpu taints too
-    assert container["livenessProbe"]["httpGet"]["path"] == "/"  # open: /metrics wants a reader's token
     assert set(container["resources"]) == {"requests", "limits"}
     mounts = {m["mountPath"]: m["readOnly"] for m in container["volumeMounts"] if "readOnly" in m}
     assert [path for path, ro in mounts.items() if not ro] == ["/var/lib/croft"]
@@ -409,3 +410,107 @@ def test_the_network_policy_admits_only_its_two_sources_to_the_collectors_port()
     port_names = {p["name"] for p in pod["spec"]["containers"][0]["ports"]}
     assert [p["port"] for p in rule["ports"]] == ["http"] and "http" in port_names
     assert [sorted(peer) for peer in rule["from"]] == [["ipBlock"], ["namespaceSelector", "podSelector"]]
+
+
+def _daemonset_pod(options: DeployOptions) -> dict[str, Any]:
+    ds = next(d for d in manifests(options) if d["kind"] == "DaemonSet")
+    pod: dict[str, Any] = ds["spec"]["template"]["spec"]
+    return pod
+
+
+def test_the_probes_restart_a_stopped_loop_and_nothing_else() -> None:
+    """Liveness asks /livez (fails only once no poll came for 2 minutes), never /healthz (stale for
+    a slow poll, unhealthy for 5 minutes after a live file was taken away) nor /metrics (which needs
+    a reader's token); a startup probe gives the first load 5 minutes; none needs a token."""
+    from croft.domain.access import protected_route
+    from croft.domain.metrics.health import LIVE_STALE_AFTER_NS
+
+    container = _daemonset_pod(DeployOptions())["containers"][0]
+    startup, ready, live = (container[p] for p in ("startupProbe", "readinessProbe", "livenessProbe"))
+    assert (startup["httpGet"]["path"], ready["httpGet"]["path"], live["httpGet"]["path"]) == (
+        "/healthz", "/healthz", "/livez"
+    )  # fmt: skip
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= 300
+    assert all(protected_route(p["httpGet"]["path"]) is None for p in (startup, ready, live))
+    # a restart needs the loop stopped for its 120 s and the probe's failures after it
+    assert LIVE_STALE_AFTER_NS / 1e9 + live["periodSeconds"] * live["failureThreshold"] >= 180
+
+
+def test_requests_give_weight_limits_bound_memory_and_the_rollout_is_a_share_of_the_nodes() -> None:
+    docs = manifests(DeployOptions())
+    ds = next(d for d in docs if d["kind"] == "DaemonSet")
+    resources = ds["spec"]["template"]["spec"]["containers"][0]["resources"]
+    assert resources == {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}}
+    assert ds["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"] == "10%"
+    assert DeployOptions().image.endswith(":0.1.0") and "latest" not in DeployOptions().image
+
+
+@pytest.mark.parametrize("disk_gib", [3, 10, 64])
+def test_the_retention_keeps_the_dataset_within_the_disk_the_manifest_says_it_reserves(disk_gib: int) -> None:
+    """Segments (retain-bytes) plus the live file and a closed one being compressed (rotate-bytes
+    each) are the disk the header reserves, and the collector is started with those limits."""
+    options = DeployOptions(disk_gib=disk_gib)
+    args = _daemonset_pod(options)["containers"][0]["args"]
+    retain = int(next(a for a in args if a.startswith("--retain-bytes=")).split("=")[1])
+    rotate = int(next(a for a in args if a.startswith("--rotate-bytes=")).split("=")[1])
+    assert retain + 2 * rotate == disk_gib << 30
+    header = manifest_header(options)
+    assert f"up to {disk_gib} GiB of /var/lib/croft" in header and f"--retain-bytes={retain}" in header
+    assert DeployOptions(disk_gib=2).problem() is not None
+
+
+# The Pod Security Standards' rules that can concern this pod
+# (kubernetes.io/docs/concepts/security/pod-security-standards), as the data of a pod spec: a rule
+# and the check whether the pod breaks it.
+BASELINE_CAPABILITIES = {
+    "AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD", "NET_BIND_SERVICE",
+    "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT",
+}  # fmt: skip
+RESTRICTED_VOLUMES = {
+    "configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected",
+    "secret",
+}  # fmt: skip
+
+
+def broken_rules(pod: dict[str, Any]) -> set[tuple[str, str]]:
+    """(level, rule) of each Pod Security Standards rule `pod` breaks."""
+    container = pod["containers"][0]
+    security = container.get("securityContext", {})
+    added = set(security.get("capabilities", {}).get("add", []))
+    found: set[tuple[str, str]] = set()
+    if pod.get("hostPID") or pod.get("hostNetwork") or pod.get("hostIPC"):
+        found.add(("baseline", "Host Namespaces"))
+    if security.get("privileged"):
+        found.add(("baseline", "Privileged Containers"))
+    if added - BASELINE_CAPABILITIES:
+        found.add(("baseline", "Capabilities"))
+    if any("hostPath" in v for v in pod.get("volumes", [])):
+        found.add(("baseline", "HostPath Volumes"))
+    if any(p.get("hostPort") for p in container.get("ports", [])):
+        found.add(("baseline", "Host Ports"))
+    if security.get("seccompProfile", {}).get("type") not in ("RuntimeDefault", "Localhost"):
+        found.add(("restricted", "Seccomp"))
+    if any(not set(v) - {"name"} <= RESTRICTED_VOLUMES for v in pod.get("volumes", [])):
+        found.add(("restricted", "Volume Types"))
+    if security.get("allowPrivilegeEscalation") is not False:
+        found.add(("restricted", "Privilege Escalation"))
+    if not security.get("runAsNonRoot") or security.get("runAsUser") == 0:
+        found.add(("restricted", "Running as Non-root"))
+    if security.get("capabilities", {}).get("drop") != ["ALL"] or added - {"NET_BIND_SERVICE"}:
+        found.add(("restricted", "Capabilities"))
+    return found
+
+
+def test_the_pod_breaks_exactly_the_pod_security_rules_its_manifest_lists_with_a_reason() -> None:
+    from croft.domain.deploy.manifests import PSS_EXCEPTIONS
+
+    for options in (DeployOptions(), DeployOptions(kernel_5_11_or_later=True)):
+        listed = {(level, rule.split(":")[0]) for level, rule, _ in PSS_EXCEPTIONS}
+        assert broken_rules(_daemonset_pod(options)) == listed
+        header = manifest_header(options)
+        assert all(f"{rule}: {why}" in header for _, rule, why in PSS_EXCEPTIONS)
+    # the checker finds what it is for: a privileged pod with host networking breaks more
+    loud = {**_daemonset_pod(DeployOptions()), "hostNetwork": True}
+    loud["containers"] = [{**loud["containers"][0], "securityContext": {"privileged": True}}]
+    assert {("baseline", "Privileged Containers"), ("restricted", "Privilege Escalation"),
+            ("restricted", "Seccomp")} <= broken_rules(loud)  # fmt: skip

@@ -11,9 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from croft.adapters.http.metrics import SnapshotCollector, exposition_body, metrics_page
-from croft.adapters.http.pages import healthz, landing_page
+from croft.adapters.http.pages import healthz, landing_page, livez
 from croft.adapters.http.server import HttpServer
-from croft.domain.metrics.health import STALE_AFTER_NS, health
+from croft.domain.metrics.health import LIVE_STALE_AFTER_NS, STALE_AFTER_NS, health, liveness
 
 S = 1_000_000_000
 
@@ -37,6 +37,26 @@ def test_200_exactly_while_younger_than_the_limit(last: int, elapsed: int) -> No
     assert (health(last, last + elapsed).status == 200) == (elapsed < STALE_AFTER_NS)
 
 
+def test_alive_while_polls_come_or_the_first_load_is_young_and_not_once_they_stop() -> None:
+    start = 1_000 * S
+    assert liveness(start, None, start + 5 * S).status == 200  # a first load
+    assert liveness(start, None, start + LIVE_STALE_AFTER_NS).status == 503  # never a poll
+    assert liveness(start, start + 60 * S, start + 60 * S + LIVE_STALE_AFTER_NS - 1).status == 200
+    stopped = liveness(start, start + 60 * S, start + 60 * S + LIVE_STALE_AFTER_NS)
+    assert (stopped.status, stopped.text) == (503, "stopped: last poll 120 s ago, more than 120 s")
+    # stale for readiness long before it is stopped for liveness
+    assert (
+        health(start, start + 30 * S).status == 503 and liveness(start, start, start + 30 * S).status == 200
+    )
+
+
+@given(st.integers(0, 10**12), st.integers(0, 10**12))
+def test_alive_exactly_while_the_newest_poll_is_younger_than_the_liveness_limit(
+    last: int, elapsed: int
+) -> None:
+    assert (liveness(0, last, last + elapsed).status == 200) == (elapsed < LIVE_STALE_AFTER_NS)
+
+
 class HandClock:
     def __init__(self) -> None:
         self.ns = 1_000 * S
@@ -52,6 +72,7 @@ def served() -> Iterator[tuple[str, SnapshotCollector, HandClock]]:
     page = metrics_page(collector, "9.9.9")
     server = HttpServer.bind("127.0.0.1:0")
     server.route("/healthz", healthz(lambda: collector.last_publish_ns, clock))
+    server.route("/livez", livez(lambda: collector.last_publish_ns, clock))
     server.route("/", landing_page("9.9.9", (("/metrics", "Prometheus metrics"), ("/healthz", "health"))))
     server.start()
     host, port = server.address
@@ -113,3 +134,16 @@ def test_a_lost_live_file_is_503_for_the_hold_then_polls_decide_again() -> None:
     assert health(lost, lost + LOST_LIVE_FILE_HOLD_NS - 1, live_file_lost_ns=lost).status == 503
     last = lost + LOST_LIVE_FILE_HOLD_NS - S
     assert health(last, lost + LOST_LIVE_FILE_HOLD_NS, live_file_lost_ns=lost).status == 200
+
+
+def test_livez_is_served_and_fails_once_the_polls_stop(
+    served: tuple[str, SnapshotCollector, HandClock],
+) -> None:
+    base, collector, clock = served
+    assert httpx.get(f"{base}/livez").status_code == 200  # starting
+    collector.publish(())
+    clock.ns += 30 * S
+    assert httpx.get(f"{base}/healthz").status_code == 503 and httpx.get(f"{base}/livez").status_code == 200
+    clock.ns += LIVE_STALE_AFTER_NS
+    answer = httpx.get(f"{base}/livez")
+    assert answer.status_code == 503 and answer.text.startswith("stopped: last poll")

@@ -25,7 +25,7 @@ from croft.adapters.host.netns import NetnsFS
 from croft.adapters.host.poller import LiveSource, UnavailableGpu
 from croft.adapters.host.procfs import ProcFS
 from croft.adapters.http.metrics import SnapshotCollector, metrics_handler, metrics_page
-from croft.adapters.http.pages import healthz, landing_page
+from croft.adapters.http.pages import healthz, landing_page, livez
 from croft.adapters.http.server import HttpServer
 from croft.adapters.kube.pod_watch import start_pod_watch
 from croft.app.collector import Pipeline, PollObserver
@@ -201,7 +201,12 @@ def build_http_server(
             lambda: metrics.live_file_lost_ns,
         ),
     )
-    links = [("/metrics", "Prometheus metrics"), ("/healthz", "200 while polls are current, 503 when stale")]
+    server.route("/livez", livez(lambda: metrics.last_publish_ns, lambda: clock.now().monotonic_ns))
+    links = [
+        ("/metrics", "Prometheus metrics"),
+        ("/healthz", "200 while polls are current, 503 when stale (ready)"),
+        ("/livez", "200 while the poll loop runs, 503 once its polls have stopped (alive)"),
+    ]
     if dataset is not None:
         links.append(("/dataset", "the read-only dataset endpoint (croft collect)"))
     server.route("/", landing_page(__version__, tuple(links)))

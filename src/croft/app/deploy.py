@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from cyclopts import App, Parameter
 
 from croft.app.options import check_number
-from croft.domain.deploy.manifests import DATASET_DIR, DOCKER_WATCH
+from croft.domain.deploy.manifests import DATASET_DIR, DEFAULT_IMAGE, DISK_GIB, DOCKER_WATCH
 from croft.errors import UserError
 
 if TYPE_CHECKING:
@@ -44,14 +44,21 @@ DatasetDirOpt = Annotated[
         "give tests and second collectors their own)"
     ),
 ]
+DiskOpt = Annotated[
+    int,
+    Parameter(
+        help="GiB of the host's disk the dataset may take: its retention keeps the segments within it, "
+        "beside the live file and one being compressed (1 GiB each)"
+    ),
+]
 
 
-DEFAULT_IMAGE = "croft-collector"
 ImageOpt = Annotated[
     str | None,
     Parameter(
-        help="the collector image, e.g. registry.example.com/croft-collector:0.1.0; default croft-collector "
-        "(tag latest), built with: docker build -f deploy/docker/Dockerfile -t croft-collector ."
+        help="the collector image, e.g. registry.example.com/croft-collector:0.1.0; default "
+        f"{DEFAULT_IMAGE} (this croft's version), built with: docker build -f deploy/docker/Dockerfile "
+        f"-t {DEFAULT_IMAGE} ."
     ),
 ]
 
@@ -62,7 +69,7 @@ def image_note(image: str | None, where: str) -> str | None:
     if image is not None:
         return None
     return (
-        f"croft: no --image: using {DEFAULT_IMAGE} (tag latest), which {where}; build it with "
+        f"croft: no --image: using {DEFAULT_IMAGE} (this croft's version), which {where}; build it with "
         f"`docker build -f deploy/docker/Dockerfile -t {DEFAULT_IMAGE} .` (push it to a registry the "
         "nodes pull from and pass --image REGISTRY/croft-collector:TAG)"
     )
@@ -88,6 +95,7 @@ def docker(
     kernel_before_5_8: OldKernel = False,
     kernel_5_11_or_later: NewKernel = False,
     dataset_dir: DatasetDirOpt = DATASET_DIR,
+    disk_gib: DiskOpt = DISK_GIB,
 ) -> int:
     """Run the collector in a Docker container on this host."""
     import shlex
@@ -105,6 +113,7 @@ def docker(
         kernel_5_11_or_later=kernel_5_11_or_later,
         dataset_dir=dataset_dir,
         auth="none",
+        disk_gib=disk_gib,
     )
     if problem := options.problem():
         raise UserError(problem)
@@ -135,6 +144,7 @@ def kubernetes(
     kernel_before_5_8: OldKernel = False,
     kernel_5_11_or_later: NewKernel = False,
     dataset_dir: DatasetDirOpt = DATASET_DIR,
+    disk_gib: DiskOpt = DISK_GIB,
     auth: Annotated[
         str,
         Parameter(
@@ -174,6 +184,7 @@ def kubernetes(
         kernel_5_11_or_later=kernel_5_11_or_later,
         dataset_dir=dataset_dir,
         auth=auth,
+        disk_gib=disk_gib,
     )
     if problem := options.problem():
         raise UserError(problem)

@@ -1,5 +1,5 @@
-"""The collector's small pages beside /metrics: `/healthz` and a landing page at `/`, as
-node_exporter has."""
+"""The collector's small pages beside /metrics: `/healthz` (ready), `/livez` (alive) and a landing
+page at `/`, as node_exporter has."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Callable
 from html import escape
 
 from croft.adapters.http.server import Request, Response
-from croft.domain.metrics.health import health
+from croft.domain.metrics.health import health, liveness
 
 TEXT = "text/plain; charset=utf-8"
 
@@ -23,6 +23,22 @@ def healthz(
 
     def handler(_: Request) -> Response:
         answer = health(last_poll_ns(), monotonic_ns(), live_file_lost_ns=live_file_lost_ns())
+        body = (answer.text + "\n").encode()
+        return Response(answer.status, TEXT, body, headers=(("Cache-Control", "no-store"),))
+
+    return handler
+
+
+def livez(
+    last_poll_ns: Callable[[], int | None], monotonic_ns: Callable[[], int]
+) -> Callable[[Request], Response]:
+    """A handler answering 200 while the poll loop is alive, 503 once its polls have stopped (see
+    `liveness`): the DaemonSet's liveness probe, which a stale readiness (/healthz) must not turn
+    into a restart."""
+    started_ns = monotonic_ns()
+
+    def handler(_: Request) -> Response:
+        answer = liveness(started_ns, last_poll_ns(), monotonic_ns())
         body = (answer.text + "\n").encode()
         return Response(answer.status, TEXT, body, headers=(("Cache-Control", "no-store"),))
 

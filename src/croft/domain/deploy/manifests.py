@@ -34,11 +34,15 @@ from typing import Any
 
 import attrs
 
+from croft import __version__
 from croft.domain.access import AUTH_MODES, DATASET_READER
 from croft.domain.deploy.labels import APP_LABEL, METRICS_PORT, SELECTOR
 from croft.domain.deploy.readers import reader_manifests, reader_role
 
 DATASET_DIR = "/var/lib/croft"
+DEFAULT_IMAGE = f"croft-collector:{__version__}"
+"""The collector image without --image: tagged with this croft's version, never `latest`, so that
+a node pulls the image of the croft that deployed it."""
 DOCKER_WATCH = "docker/,system.slice/docker-"
 """`croft deploy docker`'s default --watch: Docker's containers under either cgroup driver
 (cgroupfs: `/docker/<id>`; systemd: `/system.slice/docker-<id>.scope`), and not the daemon itself
@@ -53,10 +57,29 @@ HOST_PATHS = (
     ("cgroup", "/sys/fs/cgroup", True, "Directory"),
     ("tracefs", "/sys/kernel/tracing", True, "Directory"),
 )
-# Pod Security Admission: hostPID, hostPath volumes and CAP_BPF/CAP_PERFMON are outside the
-# `baseline` and `restricted` levels, so the namespace must allow `privileged` pods (the pod itself
-# is not privileged: it runs with the capabilities above only).
+# Pod Security Admission: the collector's pod is outside the `baseline` and `restricted` levels (the
+# exceptions below, each with its reason), so its namespace allows `privileged` pods; the pod itself
+# is not privileged (the capabilities above only).
 PSA_LABELS = {f"pod-security.kubernetes.io/{mode}": "privileged" for mode in ("enforce", "audit", "warn")}
+PSS_EXCEPTIONS: tuple[tuple[str, str, str], ...] = (
+    # (level whose rule it breaks, the rule as the Pod Security Standards name it, why)
+    ("baseline", "Host Namespaces: hostPID", "every process's /proc (stat, io, fds, cgroup) is read"),
+    ("baseline", "HostPath Volumes", "/sys/fs/cgroup, /sys/kernel/tracing and the dataset directory"),
+    ("baseline", "Capabilities: BPF, PERFMON", "load and attach the eBPF programs, create their maps"),
+    ("baseline", "Capabilities: SYS_PTRACE, DAC_READ_SEARCH", "other users' /proc/<pid>/{exe,cwd,io,fd}"),
+    ("baseline", "Capabilities: SYS_RESOURCE (before Linux 5.11)", "RLIMIT_MEMLOCK for the eBPF maps"),
+    ("restricted", "Volume Types: hostPath", "as above"),
+    ("restricted", "Running as Non-root", "reads every user's /proc; the capabilities are root's"),
+    ("restricted", "Capabilities: only NET_BIND_SERVICE may be added", "as above"),
+)
+"""Every rule of the Pod Security Standards (kubernetes.io/docs/concepts/security/pod-security-standards)
+the DaemonSet's pod breaks, and why; tests/unit/test_deploy.py checks the pod against the
+standards' rules and finds exactly these. It keeps the others: not privileged, no host network or
+IPC, no host ports, capabilities dropped but these, no privilege escalation, the runtime's default
+seccomp profile, a read-only root file system."""
+DISK_GIB = 10
+"""The host disk the DaemonSet's dataset may take on each node, GiB: a hostPath volume is outside
+the kubelet's ephemeral-storage accounting, so the collector's retention is what bounds it."""
 
 Manifest = dict[str, Any]
 _IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,254}")
@@ -79,7 +102,7 @@ class DeployOptions:
     `dataset_dir` is the host directory the collector writes, `auth` who may read its endpoints on
     Kubernetes (`croft.domain.access`: "kubernetes" or "none")."""
 
-    image: str = "croft-collector"
+    image: str = DEFAULT_IMAGE
     watch: str = ""
     namespace: str = "croft"
     port: int = METRICS_PORT
@@ -87,6 +110,18 @@ class DeployOptions:
     kernel_5_11_or_later: bool = False
     dataset_dir: str = DATASET_DIR  # the host's directory mounted as the dataset
     auth: str = "kubernetes"  # the DaemonSet's `croft run --auth` (Docker's publishes on loopback only)
+    disk_gib: int = DISK_GIB  # the most disk the dataset takes (`retain_bytes`)
+
+    @property
+    def rotate_bytes(self) -> int:
+        """The live file's size at rotation: croft run's default, 1 GiB."""
+        return 1 << 30
+
+    @property
+    def retain_bytes(self) -> int:
+        """`--retain-bytes`, so that the dataset stays within `disk_gib`: the segments retention
+        keeps, plus the live file and a closed one waiting to be compressed (a rotation's size each)."""
+        return (self.disk_gib << 30) - 2 * self.rotate_bytes
 
     @property
     def capabilities(self) -> tuple[str, ...]:
@@ -100,6 +135,10 @@ class DeployOptions:
             return "--kernel-before-5-8 and --kernel-5-11-or-later contradict each other; pass one"
         if self.auth not in AUTH_MODES:
             return f"--auth {self.auth!r:.40} is not one of {', '.join(AUTH_MODES)}; give kubernetes or none"
+        if not 3 <= self.disk_gib <= 1 << 20:
+            return (
+                f"--disk-gib {self.disk_gib} is out of range; give GiB from 3 (two rotations and one segment)"
+            )
         if (
             not self.dataset_dir.startswith("/")
             or not self.dataset_dir.isprintable()
@@ -111,7 +150,13 @@ class DeployOptions:
 
     def collector_args(self) -> list[str]:
         """The arguments after `croft` in the container."""
-        args = ["run", f"--dataset={DATASET_DIR}/{LIVE_NAME}", f"--metrics-addr=0.0.0.0:{self.port}"]
+        args = [
+            "run",
+            f"--dataset={DATASET_DIR}/{LIVE_NAME}",
+            f"--metrics-addr=0.0.0.0:{self.port}",
+            f"--rotate-bytes={self.rotate_bytes}",
+            f"--retain-bytes={self.retain_bytes}",
+        ]
         return [*args, f"--watch={self.watch}"] if self.watch else args
 
 
@@ -145,8 +190,10 @@ def _container(options: DeployOptions) -> dict[str, Any]:
         "image": options.image,
         "command": ["croft"],
         "args": [*options.collector_args(), *(["--auth=kubernetes"] if options.auth == "kubernetes" else [])],
-        # On GPU nodes the NVIDIA container runtime mounts NVML and the device nodes for these,
-        # without taking a GPU from the scheduler; elsewhere they are ignored.
+        # On GPU nodes the NVIDIA container runtime mounts NVML (libnvidia-ml, `utility`: no compute
+        # libraries) and the device nodes NVML queries (/dev/nvidiactl, /dev/nvidia<N>), without
+        # taking a GPU from the scheduler (no nvidia.com/gpu request): NVML opens every GPU to list
+        # its processes' memory and utilisation, so `all`; elsewhere these are ignored.
         "env": [
             {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
             {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "utility"},
@@ -157,21 +204,36 @@ def _container(options: DeployOptions) -> dict[str, Any]:
         ],
         "ports": [{"name": "http", "containerPort": options.port, "protocol": "TCP"}],
         "resources": {
-            # benchmarks/collector_run.py: 43 MB steady with 1,000 watched processes (CO-RE)
+            # From `make bench` (benchmarks/collector_run.py, CO-RE, 2 s polls, a 2-core VM): RSS 43 MB
+            # steady with 1,000 processes, 73 MB steady and 78 MB peak with 10,000; CPU 0.34 % and
+            # 1.36 % of a core. The CPU request is for weight, not use: under a 300-process burst
+            # in a sibling cgroup, polls came 4 s apart at 100m (102 shares) and 16 s apart without
+            # a request (2 shares). No CPU limit: a CFS quota spent by the hourly compression would
+            # stop the poll thread for the rest of its period.
             "requests": {"cpu": "100m", "memory": "128Mi"},
-            "limits": {"cpu": "1", "memory": "512Mi"},
+            "limits": {"memory": "512Mi"},
         },
-        # Ready once polls are current: /healthz answers 200 while the newest poll is fresh.
+        # All three probes ask pages that need no token under --auth kubernetes.
+        # Started once a first poll is published (/healthz 200): up to 5 minutes for a first load.
+        "startupProbe": {
+            "httpGet": {"path": "/healthz", "port": "http"},
+            "periodSeconds": 5,
+            "timeoutSeconds": 3,
+            "failureThreshold": 60,
+        },
+        # Ready while polls are current: /healthz answers 200 while the newest poll is under 10 s old
+        # (and 503 for 5 minutes after the live file was taken away under it).
         "readinessProbe": {
             "httpGet": {"path": "/healthz", "port": "http"},
             "periodSeconds": 5,
             "timeoutSeconds": 3,
             "failureThreshold": 3,
         },
+        # Alive while the poll loop runs: /livez fails once no poll was published for 120 s (a hung
+        # loop), never for slow polls, a full disk (polls go on, rows are dropped and counted) or
+        # readiness; restarted after three more failures a minute apart.
         "livenessProbe": {
-            # "/" answers while the server runs, without a token (/metrics needs one: --auth kubernetes)
-            "httpGet": {"path": "/", "port": "http"},
-            "initialDelaySeconds": 30,
+            "httpGet": {"path": "/livez", "port": "http"},
             "periodSeconds": 20,
             "timeoutSeconds": 5,
             "failureThreshold": 3,
@@ -179,7 +241,9 @@ def _container(options: DeployOptions) -> dict[str, Any]:
         "securityContext": {
             "privileged": False,
             "runAsUser": 0,
+            "allowPrivilegeEscalation": False,
             "readOnlyRootFilesystem": True,
+            "seccompProfile": {"type": "RuntimeDefault"},
             "capabilities": {"drop": ["ALL"], "add": list(options.capabilities)},
         },
         "volumeMounts": [
@@ -204,7 +268,8 @@ def daemonset(options: DeployOptions) -> Manifest:
         "metadata": _meta(APP_LABEL, options),
         "spec": {
             "selector": {"matchLabels": dict(SELECTOR)},
-            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
+            # a tenth of the nodes at a time: a thousand nodes roll out in ten steps, not a thousand
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "10%"}},
             "template": {
                 "metadata": {
                     "labels": _labels(),
@@ -294,7 +359,17 @@ def manifests(options: DeployOptions) -> tuple[Manifest, ...]:
 def manifest_header(options: DeployOptions) -> str:
     """The comment block above the rendered manifests: what each host path and capability is for."""
     access = (_CHECKED if options.auth == "kubernetes" else _OPEN).format(namespace=options.namespace)
-    return _HEADER.format(namespace=options.namespace, port=options.port, access=access)
+    exceptions = "\n".join(f"#   {level:<10} {rule}: {why}" for level, rule, why in PSS_EXCEPTIONS)
+    return _HEADER.format(
+        namespace=options.namespace,
+        port=options.port,
+        access=access,
+        exceptions=exceptions,
+        disk_gib=options.disk_gib,
+        dataset_dir=options.dataset_dir,
+        retain_bytes=options.retain_bytes,
+        rotate_bytes=options.rotate_bytes,
+    )
 
 
 _HEADER = """\
@@ -310,11 +385,21 @@ _HEADER = """\
 # the kernel's BTF (/sys/kernel/btf/vmlinux). A node without BTF runs without eBPF (no syscalls,
 # ioctls or ingress arrivals in its rows; croft_ebpf_mode{{mode="off"}} on /metrics).
 #
-# The namespace carries the Pod Security Admission level `privileged`: hostPID, hostPath volumes and
-# CAP_BPF/CAP_PERFMON fall outside `baseline`. The pod is still not privileged (the capabilities
-# below only). priorityClassName system-node-critical: evicted last, as other node agents are.
-# Ready while /healthz says the polls are current; the pod's prometheus.io/* annotations let a
-# Prometheus with the usual kubernetes_sd_configs pod relabelling scrape it.
+# Pod Security: the namespace carries the Admission level `privileged`, because the pod breaks
+# these rules of the Pod Security Standards (and keeps every other: not privileged, no host
+# network, IPC or ports, no privilege escalation, the runtime's default seccomp profile, a read-only
+# root, all other capabilities dropped):
+{exceptions}
+# priorityClassName system-node-critical: evicted last, as other node agents are. Started once a
+# first poll is published and ready while polls are current (/healthz), alive while the poll loop
+# runs (/livez: restarted once no poll came for over 2 minutes, never for a slow poll or a full
+# disk). The pod's prometheus.io/* annotations let a Prometheus with the usual
+# kubernetes_sd_configs pod relabelling scrape it. The rollout replaces a tenth of the nodes at a time.
+#
+# Disk: the dataset is a hostPath, outside the kubelet's ephemeral-storage accounting: each node
+# gives it up to {disk_gib} GiB of {dataset_dir} (croft deploy kubernetes --disk-gib): the segments
+# retention keeps (--retain-bytes={retain_bytes}), the live file and a closed one being compressed
+# (--rotate-bytes={rotate_bytes} each).
 #
 # The collector's ServiceAccount may get, list and watch pods (ClusterRole croft-collector-{namespace}):
 # it watches those of its own node (field selector spec.nodeName) to name rows and /metrics series by
