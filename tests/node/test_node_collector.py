@@ -94,7 +94,8 @@ def test_the_collector_pod_loads_ebpf_with_the_listed_capabilities_only(
     url = (
         f"http://{collector['status']['podIP']}:{collector['metadata']['annotations']['prometheus.io/port']}"
     )
-    served = parse_exposition(httpx.get(f"{url}/metrics", timeout=10).text)
+    token = {"Authorization": f"Bearer {reader_token(node)}"}  # the collector checks who reads
+    served = parse_exposition(httpx.get(f"{url}/metrics", headers=token, timeout=10).text)
     modes = [(s.label(names.LABEL_MODE), s.value) for s in served if s.name == names.EBPF_MODE]
     assert modes == [("core", 1.0)]
 
