@@ -63,6 +63,17 @@ ImageOpt = Annotated[
 ]
 
 
+def checked_options(*, image: str | None, **given: Any) -> DeployOptions:
+    """The deploy options of a command's arguments (the default image without --image); a
+    `UserError` saying what is wrong with them."""
+    from croft.domain.deploy.manifests import DeployOptions, image_problem
+
+    options = DeployOptions(image=DEFAULT_IMAGE if image is None else image, **given)
+    if problem := image_problem(options.image) or options.problem():
+        raise UserError(problem)
+    return options
+
+
 def image_note(image: str | None, where: str) -> str | None:
     """Without --image, the note (for stderr, once the command has done its work) saying which
     image and tag are used and how to build and push one."""
@@ -100,13 +111,10 @@ def docker(
     """Run the collector in a Docker container on this host."""
     import shlex
 
-    from croft.domain.deploy.manifests import DeployOptions, docker_run_argv, image_problem
+    from croft.domain.deploy.manifests import docker_run_argv
 
     note = image_note(image, "this host's docker must have")
-    image = DEFAULT_IMAGE if image is None else image
-    if problem := image_problem(image):
-        raise UserError(problem)
-    options = DeployOptions(
+    options = checked_options(
         image=image,
         watch=watch,
         kernel_before_5_8=kernel_before_5_8,
@@ -115,8 +123,6 @@ def docker(
         auth="none",
         disk_gib=disk_gib,
     )
-    if problem := options.problem():
-        raise UserError(problem)
     argv = docker_run_argv(options)
     if dry_run:
         print(shlex.join(argv))
@@ -165,7 +171,7 @@ def kubernetes(
     """Apply the collector's DaemonSet and its companions to the cluster (or, with --delete,
     remove them)."""
     from croft.domain.deploy.k8s_names import label_problem
-    from croft.domain.deploy.manifests import DeployOptions, image_problem, manifest_header, manifests
+    from croft.domain.deploy.manifests import DeployOptions, manifest_header, manifests
 
     if delete:
         if problem := label_problem("--namespace", namespace):
@@ -173,10 +179,9 @@ def kubernetes(
         options = DeployOptions(image=image or DEFAULT_IMAGE, watch=watch, namespace=namespace, auth=auth)
         return _undeploy(options, kubeconfig, dry_run)
     note = image_note(image, "every node must be able to pull")
-    image = DEFAULT_IMAGE if image is None else image
-    if problem := image_problem(image) or label_problem("--namespace", namespace):
+    if problem := label_problem("--namespace", namespace):
         raise UserError(problem)
-    options = DeployOptions(
+    options = checked_options(
         image=image,
         watch=watch,
         namespace=namespace,
@@ -186,8 +191,6 @@ def kubernetes(
         auth=auth,
         disk_gib=disk_gib,
     )
-    if problem := options.problem():
-        raise UserError(problem)
     docs = manifests(options)
     if dry_run:
         sys.stdout.write(render_manifests(docs, manifest_header(options)))

@@ -204,11 +204,17 @@ def _run(
         results: Iterator[T] = map(task, parts)
     else:
         # Imported here: a read that needs no pool (a summarized dataset) does without them.
+        # fork: workers start in milliseconds and re-import nothing; the readers run no threads. A
+        # worker makes millions of rows and keeps none past its part (msgspec Structs hold no
+        # cycles): without the cycle collector, which would walk them again and again, a part
+        # reads in about 10 % less CPU.
+        import gc
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
-        # fork: workers start in milliseconds and re-import nothing; the readers run no threads.
-        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+        pool = ProcessPoolExecutor(
+            workers, mp_context=multiprocessing.get_context("fork"), initializer=gc.disable
+        )
         results = _closing(pool, pool.map(task, parts))
     for part, result in zip(parts, results, strict=True):
         done += _disk_bytes(part)
