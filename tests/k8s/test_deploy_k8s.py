@@ -21,7 +21,9 @@ from tests.helpers.collect import collector, write_polls
 from tests.helpers.dataset import LIVE
 from tests.helpers.kube import ControlPlane, host_ip
 
+from croft import __version__
 from croft.adapters.dataset.lock import LOCK_NAME
+from croft.domain.deploy.manifests import DEFAULT_IMAGE
 
 pytestmark = pytest.mark.k8s
 
@@ -100,7 +102,7 @@ def test_deploy_creates_then_changes_nothing_then_rolls_a_new_image(plane: Contr
 
     third = deploy(plane, "--namespace", "croft-dt", "--image", "croft-collector:2")
     assert third.returncode == 0, third.stderr
-    rolled = "configured DaemonSet croft-dt/croft-collector: image croft-collector -> croft-collector:2"
+    rolled = f"configured DaemonSet croft-dt/croft-collector: image {DEFAULT_IMAGE} -> croft-collector:2"
     assert f"{rolled}, rolling out" in third.stdout
     assert third.stdout.splitlines()[-1].startswith("the collector is rolled out on 2 nodes")
     pods = plane.wait_for(
@@ -240,6 +242,7 @@ def test_delete_removes_what_deploy_applied_and_keeps_a_namespace_in_use(plane: 
 def test_a_missing_image_says_which_image_and_how_to_build_it(plane: ControlPlane) -> None:
     out = deploy(plane, "--namespace", "croft-img", "--dry-run")
     assert out.returncode == 0
-    assert out.stderr.startswith("croft: no --image: using croft-collector (tag latest)")
-    assert "docker build -f deploy/docker/Dockerfile -t croft-collector ." in out.stderr
-    assert "image: croft-collector" in out.stdout and "croft: no --image" not in out.stdout
+    assert f"croft-collector:{__version__}" == DEFAULT_IMAGE  # the image tag follows croft's version
+    assert out.stderr.startswith(f"croft: no --image: using {DEFAULT_IMAGE} (this croft's version)")
+    assert f"docker build -f deploy/docker/Dockerfile -t {DEFAULT_IMAGE} ." in out.stderr
+    assert f"image: {DEFAULT_IMAGE}" in out.stdout and "croft: no --image" not in out.stdout
