@@ -233,7 +233,7 @@ def test_simulated_grid_runs_say_their_arm_shape_and_bound(tmp_path: Path) -> No
     for r in runs:
         assert r.record.simulated is not None
         assert r.record.simulated["app"]["max_connection_age_s"] == r.bound_s
-        if r.arm == "oracle":  # 60 req/s x 10.94 ms / (0.2 x 0.7) = 4.69: 5 replicas at the onset
+        if r.arm == "oracle":  # 60 req/s x 10.47 ms / (0.2 x 0.7) = 4.49: 5 replicas at the onset
             assert r.score.first_scale_up_s is not None and r.score.first_scale_up_s <= 1.0
             assert r.score.peak_replicas == 5
 
