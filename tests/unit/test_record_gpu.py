@@ -218,19 +218,20 @@ def test_record_nvml_writes_what_the_fake_replays(monkeypatch: pytest.MonkeyPatc
     assert [replayed.read() for _ in range(2)] == [original.read() for _ in range(2)]
 
 
+def _record_gpu(
+    *step: str, env: dict[str, str] | None = None, timeout: int = 30
+) -> subprocess.CompletedProcess[str]:
+    """scripts/record_gpu.sh with `step`, its output captured."""
+    script = ["bash", str(REPO / "scripts" / "record_gpu.sh"), *step]
+    return subprocess.run(script, capture_output=True, text=True, env=env, timeout=timeout, check=False)
+
+
 @pytest.mark.slow
 def test_the_dry_run_takes_every_step_and_packs_what_it_made(tmp_path: Path) -> None:
     if os.geteuid() != 0:
         pytest.skip("the collector reads every process's /proc files as root, as on the GPU machine")
     env = {**os.environ, "OUT": str(tmp_path / "out"), "RECORD_GPU_SCALE": "0.15"}
-    done = subprocess.run(
-        ["bash", str(REPO / "scripts" / "record_gpu.sh"), "dry-run"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=240,
-        check=False,
-    )
+    done = _record_gpu("dry-run", env=env, timeout=240)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["replay_equal"] is True and summary["dry_run"] == 1 and summary["ebpf"] == 0
@@ -255,33 +256,13 @@ def test_the_dry_run_takes_every_step_and_packs_what_it_made(tmp_path: Path) -> 
 
 def test_record_refuses_without_out_or_a_gpu(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "OUT"}
-    done = subprocess.run(
-        ["bash", str(REPO / "scripts" / "record_gpu.sh"), "record"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=30,
-        check=False,
-    )
+    done = _record_gpu("record", env=env)
     assert done.returncode != 0 and "OUT" in done.stderr
     env["OUT"] = str(tmp_path)
     env["PATH"] = "/usr/bin:/bin"  # no nvidia-smi here
-    done = subprocess.run(
-        ["bash", str(REPO / "scripts" / "record_gpu.sh"), "record"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=30,
-        check=False,
-    )
+    done = _record_gpu("record", env=env)
     assert done.returncode == 1
     said = done.stdout + done.stderr  # after its start, the script logs both into its log
     assert "needs root" in said or "no nvidia-smi" in said
-    nothing = subprocess.run(
-        ["bash", str(REPO / "scripts" / "record_gpu.sh")],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
+    nothing = _record_gpu()
     assert nothing.returncode == 1 and "give prepare, record or dry-run" in nothing.stderr

@@ -173,20 +173,23 @@ def distributions(rows: Sequence[LeadTime]) -> list[Distribution]:
     out = []
     for name in dict.fromkeys(r.signal for r in rows):
         mine = [r for r in rows if r.signal == name]
-        leads = [r.lead_s for r in mine if r.lead_s is not None]
-        out.append(
-            Distribution(
-                name,
-                mine[0].group,
-                len(mine),
-                len(leads),
-                statistics.fmean(leads) if leads else None,
-                statistics.stdev(leads) if len(leads) > 1 else None,
-                min(leads, default=None),
-                max(leads, default=None),
-            )
-        )
+        out.append(Distribution(name, mine[0].group, *_spread(mine)))
     return out
+
+
+def _spread(
+    mine: Sequence[LeadTime],
+) -> tuple[int, int, float | None, float | None, float | None, float | None]:
+    """Runs, runs with a lead time, and the lead times' mean, sd, min and max (None where too few)."""
+    leads = [r.lead_s for r in mine if r.lead_s is not None]
+    return (
+        len(mine),
+        len(leads),
+        statistics.fmean(leads) if leads else None,
+        statistics.stdev(leads) if len(leads) > 1 else None,
+        min(leads, default=None),
+        max(leads, default=None),
+    )
 
 
 @attrs.frozen
@@ -225,22 +228,7 @@ def per_shape(rows: Sequence[LeadTime], runs: Sequence[Run]) -> list[ShapeDistri
     signals = list(dict.fromkeys(r.signal for r in rows))
     for key in sorted(groups, key=lambda k: (signals.index(k[0]), k[1], -k[2], k[3])):
         signal, arm, bound, shape = key
-        mine = groups[key]
-        leads = [r.lead_s for r in mine if r.lead_s is not None]
-        out.append(
-            ShapeDistribution(
-                signal,
-                arm,
-                bound,
-                shape,
-                len(mine),
-                len(leads),
-                statistics.fmean(leads) if leads else None,
-                statistics.stdev(leads) if len(leads) > 1 else None,
-                min(leads, default=None),
-                max(leads, default=None),
-            )
-        )
+        out.append(ShapeDistribution(signal, arm, bound, shape, *_spread(groups[key])))
     return out
 
 
