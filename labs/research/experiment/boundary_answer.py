@@ -59,6 +59,46 @@ def lead_time_text(data_dir: Path, arms: Sequence[str] = ("croft-sendto", "croft
     return leadtime.per_shape_text(leadtime.per_shape(rows, runs))
 
 
+def dataset_beside(runs_dir: Path) -> Path | None:
+    """croft's dataset that real.py (or keeprows.py) left beside a data directory's runs: the
+    `nodes` directory next to its `web`; None when there is none."""
+    found = runs_dir.parent / "nodes"
+    return found if found.is_dir() and any(found.rglob("croft-dataset*")) else None
+
+
+def real_lead_times(real: Sequence[Path], results_dir: Path | None) -> list[str]:
+    """Per signal, arm, bound and shape, the real runs' lead times (leadtime.THRESHOLD_RULE): every
+    signal of croft's dataset beside the runs (dataset_beside), of Prometheus and of croft scale's
+    log; report lines, and lead-time-real.csv in `results_dir`."""
+    runs: list[burst_series.Run] = []
+    said = []
+    for path in real:
+        beside = dataset_beside(path)
+        mine = [
+            r for r in burst_series.load_runs(path, beside or path / "no-dataset") if r.record.load.get("arm")
+        ]
+        runs += mine
+        said.append(
+            f"{path}: {len(mine)} runs, croft's dataset {beside}"
+            if beside is not None
+            else f"{path}: {len(mine)} runs, no croft dataset beside them (nodes/): Prometheus's and "
+            "croft scale's signals only"
+        )
+    if not runs:
+        return []
+    found = leadtime.per_shape(leadtime.lead_times(runs), runs)
+    out = [
+        "",
+        "lead time (s) of every signal in the real runs, per arm and shape (+: before p95 crossed; "
+        "(detected/runs): runs where both the signal and p95 crossed):",
+        *said,
+        leadtime.per_shape_text(found),
+    ]
+    if results_dir is not None:
+        out.append(f"lead times: {burst_series.write_csv(results_dir / 'lead-time-real.csv', found)}")
+    return out
+
+
 def answer_text(
     app_name: str,
     apps_path: Path,
@@ -124,6 +164,7 @@ def answer_text(
         ]
         if results_dir is not None:
             out.append(f"table: {boundary.write_csv(results_dir / csv_name(bound, own), mine)}")
+    out += real_lead_times(real, results_dir)
     leads = lead_time_text(sim_dir)
     if leads:
         out += [

@@ -237,7 +237,8 @@ def per_shape_text(found: Sequence[ShapeDistribution]) -> str:
     runs gave one ('-' where none did: the signal never crossed, or p95 never exceeded the objective)."""
     shapes = sorted({d.shape_s for d in found})
     names = ["step" if s == 0 else f"{s:g} s ramp" for s in shapes]
-    lines = [f"{'signal':24} {'arm':14} {'bound':>6}" + "".join(f"{name:>22}" for name in names)]
+    wide = max([24, *(len(d.signal) for d in found)])
+    lines = [f"{'signal':{wide}} {'arm':14} {'bound':>6}" + "".join(f"{name:>22}" for name in names)]
     for signal, arm, bound in dict.fromkeys((d.signal, d.arm, d.bound_s) for d in found):
         cells = []
         for shape in shapes:
@@ -248,5 +249,5 @@ def per_shape_text(found: Sequence[ShapeDistribution]) -> str:
             else:
                 cells.append(f"{d.mean_s:+.1f} ± {d.sd_s or 0.0:.1f} ({d.detected}/{d.runs})")
         bound_text = f"{bound:g} s" if bound else "none"
-        lines.append(f"{signal:24} {arm:14} {bound_text:>6}" + "".join(f"{c:>22}" for c in cells))
+        lines.append(f"{signal:{wide}} {arm:14} {bound_text:>6}" + "".join(f"{c:>22}" for c in cells))
     return "\n".join(lines)
