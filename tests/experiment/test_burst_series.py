@@ -4,6 +4,7 @@ whose answers are worked out by hand."""
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -210,3 +211,32 @@ def test_the_notebooks_read_the_user_s_runs_or_on_a_fresh_clone_the_committed_re
     assert mine.note.startswith(f"Reading the runs under {own}")
     named = burst_series.notebook_inputs({"CROFT_RESEARCH_RUNS": str(tmp_path / "elsewhere")}, tmp_path)
     assert named.runs == tmp_path / "elsewhere"  # named: never replaced by the recording
+
+
+def test_the_signals_ahead_of_p95_in_every_hpa_run_earliest_first() -> None:
+    def d(
+        signal: str, arm: str, leads: list[float | None], shape: float = 60.0
+    ) -> leadtime.ShapeDistribution:
+        found = [x for x in leads if x is not None]
+        sd = statistics.stdev(found) if len(found) > 1 else None
+        return leadtime.ShapeDistribution(
+            signal, arm, 10.0, shape, len(leads), len(found), statistics.fmean(found) if found else None, sd,
+            min(found, default=None), max(found, default=None),
+        )  # fmt: skip
+
+    found = [
+        d("sendto()", "hpa", [13.0, 14.0, 12.0]),
+        d("cgroup cpu_cores", "hpa", [11.0, 12.0, 13.0]),
+        d("futex()", "hpa", [1.0, -1.0, 2.0]),  # behind p95 once: not ahead in every run
+        d("write()", "hpa", [5.0, None, 6.0]),  # missed a run
+        d("prom cpu_cores", "hpa", [-25.0, -20.0, -30.0]),
+        d("sendto()", "croft-offered", [30.0, 31.0, 29.0]),  # another arm
+        d("sendto()", "hpa", [2.0, 3.0], shape=0.0),
+    ]
+    lines = leadtime.leading_text(found).splitlines()
+    assert lines == [
+        "step, bound 10 s, hpa: 1 of 1 signals ahead of p95 in every run; earliest: sendto() +2.5 ± 0.7",
+        "60 s ramp, bound 10 s, hpa: 2 of 5 signals ahead of p95 in every run; "
+        "earliest: sendto() +13.0 ± 1.0, cgroup cpu_cores +12.0 ± 1.0",
+    ]
+    assert leadtime.leading_text(found, arm="croft-sendto") == ""

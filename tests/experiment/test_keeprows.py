@@ -118,6 +118,12 @@ def test_real_lead_times_read_the_dataset_beside_the_runs(tmp_path: Path) -> Non
     assert by["sendto()", "hpa"]["detected"] == "5" and by["sendto()", "hpa"]["sd_s"]
     mean, low, high = (float(by["sendto()", "hpa"][k]) for k in ("mean_s", "min_s", "max_s"))
     assert low <= mean <= high
+    ahead = [
+        r["signal"] for r in rows if r["arm"] == "hpa" and r["detected"] == "5" and float(r["min_s"]) > 0
+    ]
+    said = next(line for line in lines if line.startswith("120 s ramp, bound 10 s, hpa: "))
+    assert said.startswith(f"120 s ramp, bound 10 s, hpa: {len(ahead)} of ") and "; earliest: " in said
+    assert all(name in ahead for name in ("sendto()", "cgroup cpu_cores"))
 
 
 def test_without_a_dataset_beside_the_runs_only_prometheus_and_the_scaler_s_signals(tmp_path: Path) -> None:

@@ -94,6 +94,12 @@ def real_lead_times(real: Sequence[Path], results_dir: Path | None) -> list[str]
         *said,
         leadtime.per_shape_text(found),
     ]
+    leading = leadtime.leading_text(found)
+    if leading:
+        out += [
+            "signals that warned before p95 crossed in every HPA run (no early scale-up hides the burst):",
+            leading,
+        ]
     if results_dir is not None:
         out.append(f"lead times: {burst_series.write_csv(results_dir / 'lead-time-real.csv', found)}")
     return out

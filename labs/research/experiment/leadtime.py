@@ -251,3 +251,27 @@ def per_shape_text(found: Sequence[ShapeDistribution]) -> str:
         bound_text = f"{bound:g} s" if bound else "none"
         lines.append(f"{signal:{wide}} {arm:14} {bound_text:>6}" + "".join(f"{c:>22}" for c in cells))
     return "\n".join(lines)
+
+
+def leading_text(found: Sequence[ShapeDistribution], arm: str = "hpa", top: int = 6) -> str:
+    """Per bound and shape, the signals of `arm`'s runs that crossed their threshold before p95
+    crossed the objective in every run (and in at least two), earliest first (at most `top`), and
+    how many others did not; '' when `arm` has no runs. The HPA's runs by default: no early scale-up
+    hides the burst from its signals there."""
+    lines = []
+    for bound, shape in sorted(
+        {(d.bound_s, d.shape_s) for d in found if d.arm == arm}, key=lambda k: (-k[0], k[1])
+    ):
+        mine = [d for d in found if (d.arm, d.bound_s, d.shape_s) == (arm, bound, shape)]
+        ahead = sorted(
+            (d for d in mine if d.runs >= 2 and d.detected == d.runs and (d.min_s or 0.0) > 0.0),
+            key=lambda d: -(d.mean_s or 0.0),
+        )
+        name = "step" if shape == 0 else f"{shape:g} s ramp"
+        bound_text = f"bound {bound:g} s" if bound else "no bound"
+        cells = ", ".join(f"{d.signal} {d.mean_s:+.1f} ± {d.sd_s or 0.0:.1f}" for d in ahead[:top])
+        lines.append(
+            f"{name}, {bound_text}, {arm}: {len(ahead)} of {len(mine)} signals ahead of p95 in every run"
+            + (f"; earliest: {cells}" if cells else "")
+        )
+    return "\n".join(lines)
