@@ -296,3 +296,28 @@ def test_arms_by_prefix_take_the_longest_prefix() -> None:
     assert boundary.arm_of(said, {"x": "hpa"}) == "croft-sendto"
     assert boundary.shape_of(record) == 0.0 and boundary.bound_of(record) == 0.0
     assert json.dumps(boundary.COLUMNS)  # a plain tuple of names
+
+
+def test_run_py_answer_real_sets_the_committed_real_runs_beside_the_simulated_ones(tmp_path: Path) -> None:
+    real = RUN_PY.parent / "results" / "real-20261206" / "web"
+    results = tmp_path / "results"
+    out = subprocess.run(
+        [sys.executable, str(RUN_PY), "answer", "--real", str(real), "--seeds", "1", "--shapes", "120",
+         "--bounds", "10", "--data", str(tmp_path / "sim"), "--results", str(results)],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert "the simulator fitted on 9 real runs and checked on 6 others" in out.stdout
+    assert any(line.startswith("the simulator is within 20% of the held-out real runs on ") for line in lines)
+    capacity_line = next(
+        line for line in lines if line.startswith("the real pods' capacity, from croft's rows")
+    )
+    assert "(15 runs; calibrated 10.47 ms)" in capacity_line and "of its 0.2 (" in capacity_line
+    with (results / "boundary.csv").open() as src:
+        rows = {(r["arm"], r["source"]): r for r in csv.DictReader(src)}
+    for arm in ("hpa", "croft-sendto", "croft-offered"):
+        assert rows[arm, "real"]["n"] == "5" and rows[arm, "real"]["shape"] == "120"
+    assert rows["oracle", "sim"]["n"] == "1"
+    assert (results / "lead-time-real.csv").exists()
+    assert f"real runs: {real}" in out.stdout

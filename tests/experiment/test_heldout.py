@@ -4,7 +4,9 @@ the fit must find that value on its half, and the other half is checked against 
 
 from __future__ import annotations
 
+import math
 import shutil
+import statistics
 from pathlib import Path
 
 import attrs
@@ -14,6 +16,7 @@ import answer
 import apps
 import boundary
 import heldout
+import scoring
 from croft.runs.rundir import append_record, read_records
 from croft.sim import simulate, write_run
 
@@ -58,7 +61,7 @@ def test_the_fit_finds_the_parameter_the_runs_were_made_with_and_checks_the_othe
     assert text.startswith("the simulator fitted on 4 real runs and checked on 4 others")
     checked = [line for line in text.splitlines() if line.startswith("    0s     0s ")]
     assert len(checked) == 8  # 2 arms x 4 scores
-    assert "of the held-out real runs on " in text.splitlines()[-1]
+    assert any("of the held-out real runs on " in line for line in text.splitlines())
 
 
 def test_each_group_is_split_in_the_order_it_ran(tmp_path: Path) -> None:
@@ -70,3 +73,28 @@ def test_each_group_is_split_in_the_order_it_ran(tmp_path: Path) -> None:
         assert [r.record.run for r in fit if r.arm == arm] == [r.record.run for r in ordered[0::2]]
     one, none = heldout.split(runs[:1])
     assert len(one) == 1 and none == []
+
+
+def test_why_names_a_bias_and_the_real_runs_own_spread(tmp_path: Path) -> None:
+    held = heldout.split(_known_real_runs(tmp_path, 20.0))[1]
+    group = heldout.group_of(held[0])
+    values = [r.score.slo_seconds for r in held if heldout.group_of(r) == group]
+    assert len(values) == 2 and all(v is not None and v > 0 for v in values)
+    mean = statistics.fmean(values)
+    found = [
+        heldout.Error(group, "slo_seconds", mean, mean * 0.5, -0.5),
+        heldout.Error(group, "peak_replicas", 3.0, 3.3, 0.1),
+        heldout.Error(group, "first_scale_up_s", 0.0, 2.0, None),
+    ]
+    lines = heldout.why_text(held, found).splitlines()
+    assert len(lines) == 2  # peak replicas is within the goal: no why
+    own = statistics.stdev(values) / math.sqrt(2) / mean
+    label = scoring.LABELS["slo_seconds"]
+    assert lines[1] == (
+        f"  why, {label}: 1 of 1 cells off; simulated below the real in 1 of 1 (mean error -50%); "
+        f"the held-out real mean's own standard error is 20% of it or more in {int(own >= 0.2)} of 1 "
+        f"(range {own:.0%}-{own:.0%})"
+    )
+    assert lines[0].startswith(f"  why, {scoring.LABELS['first_scale_up_s']}: 1 of 1 cells off; ")
+    assert lines[0].endswith("1 with a real mean of 0 or none (no relative error)")
+    assert heldout.why_text(held, found[1:2]) == ""

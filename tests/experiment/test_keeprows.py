@@ -101,7 +101,7 @@ def test_keeprows_mistakes_are_one_sentence(tmp_path: Path) -> None:
 
 
 def test_real_lead_times_read_the_dataset_beside_the_runs(tmp_path: Path) -> None:
-    lines = boundary_answer.real_lead_times([REAL / "web"], tmp_path)
+    lines = boundary_answer.real_lead_times(*boundary_answer.real_with_rows([REAL / "web"]), tmp_path)
     text = "\n".join(lines)
     assert f"{REAL / 'web'}: 15 runs, croft's dataset {REAL / 'nodes'}" in text
     with (tmp_path / "lead-time-real.csv").open() as src:
@@ -128,7 +128,9 @@ def test_real_lead_times_read_the_dataset_beside_the_runs(tmp_path: Path) -> Non
 
 def test_without_a_dataset_beside_the_runs_only_prometheus_and_the_scaler_s_signals(tmp_path: Path) -> None:
     shutil.copytree(REAL / "web", tmp_path / "web")
-    text = "\n".join(boundary_answer.real_lead_times([tmp_path / "web"], None))
+    text = "\n".join(
+        boundary_answer.real_lead_times(*boundary_answer.real_with_rows([tmp_path / "web"]), None)
+    )
     said = "15 runs, no croft dataset beside them (nodes/): Prometheus's and croft scale's signals only"
     assert said in text
     assert "prom cpu_cores" in text and "croft scale estimate" in text

@@ -28,6 +28,7 @@ import apps
 import boundary
 import boundary_figure
 import burst_series
+import capacity
 import heldout
 import leadtime
 import scoring
@@ -66,10 +67,9 @@ def dataset_beside(runs_dir: Path) -> Path | None:
     return found if found.is_dir() and any(found.rglob("croft-dataset*")) else None
 
 
-def real_lead_times(real: Sequence[Path], results_dir: Path | None) -> list[str]:
-    """Per signal, arm, bound and shape, the real runs' lead times (leadtime.THRESHOLD_RULE): every
-    signal of croft's dataset beside the runs (dataset_beside), of Prometheus and of croft scale's
-    log; report lines, and lead-time-real.csv in `results_dir`."""
+def real_with_rows(real: Sequence[Path]) -> tuple[list[burst_series.Run], list[str]]:
+    """The real runs of `real` that name their arm, each joined to croft's dataset beside it
+    (dataset_beside), and a line per directory saying what it held."""
     runs: list[burst_series.Run] = []
     said = []
     for path in real:
@@ -84,6 +84,15 @@ def real_lead_times(real: Sequence[Path], results_dir: Path | None) -> list[str]
             else f"{path}: {len(mine)} runs, no croft dataset beside them (nodes/): Prometheus's and "
             "croft scale's signals only"
         )
+    return runs, said
+
+
+def real_lead_times(
+    runs: Sequence[burst_series.Run], said: Sequence[str], results_dir: Path | None
+) -> list[str]:
+    """Per signal, arm, bound and shape, the real runs' lead times (leadtime.THRESHOLD_RULE): every
+    signal of croft's dataset beside the runs, of Prometheus and of croft scale's log; report lines,
+    and lead-time-real.csv in `results_dir`."""
     if not runs:
         return []
     found = leadtime.per_shape(leadtime.lead_times(runs), runs)
@@ -145,9 +154,11 @@ def answer_text(
             "name older runs' arms with --prefix (the HPA's, croft on sendto's, croft on the offered load's)"
         )
     measured: dict[str, tuple[float, ...]] = {}
+    with_rows, said = real_with_rows(real)
     if real_runs:
         fitted, text = heldout.fit_and_check(real_runs, app, tuning, seeds, data_root / "heldout")
-        out += ["", text]
+        pods = capacity.measure(with_rows, app.cpu_limit_cores, app.calibration.cpu_per_request_ms)
+        out += ["", text, pods.text()]
         if fitted is not None:
             tuning = answer.Tuning(accept_cpu_ms=fitted.accept_cpu_ms).over(tuning)
             measured = fitted.delays.sim_overrides()
@@ -170,7 +181,7 @@ def answer_text(
         ]
         if results_dir is not None:
             out.append(f"table: {boundary.write_csv(results_dir / csv_name(bound, own), mine)}")
-    out += real_lead_times(real, results_dir)
+    out += real_lead_times(with_rows, said, results_dir)
     leads = lead_time_text(sim_dir)
     if leads:
         out += [

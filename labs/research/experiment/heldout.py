@@ -181,6 +181,39 @@ def check_text(found: Sequence[Error]) -> str:
     return "\n".join(lines)
 
 
+def why_text(held: Sequence[boundary.Scored], found: Sequence[Error]) -> str:
+    """Why the check misses where it does, per score with a cell off: whether the simulation errs
+    one way (a bias of the model) and how large the held-out real means' own standard error is
+    against their value (sd / sqrt(n) / mean: the real runs' spread, which no model removes);
+    cells whose real mean is 0 have no relative error."""
+    lines = []
+    for key in CHECKED:
+        mine = [e for e in found if e.key == key]
+        missed = sum(not e.ok for e in mine)
+        if not missed:
+            continue
+        errs = [e.error for e in mine if e.error is not None]
+        parts = [f"{missed} of {len(mine)} cells off"]
+        if errs:
+            below, mean = sum(x < 0 for x in errs), statistics.fmean(errs)
+            parts.append(f"simulated below the real in {below} of {len(errs)} (mean error {mean:+.0%})")
+        noise = []
+        for e in mine:
+            real = scoring.summarize([r.score for r in held if group_of(r) == e.group], key)
+            if real.mean and real.sd is not None and real.n > 1:
+                noise.append(real.sd / math.sqrt(real.n) / real.mean)
+        if noise:
+            wide = sum(x >= GOAL_ERROR for x in noise)
+            parts.append(
+                f"the held-out real mean's own standard error is {GOAL_ERROR:.0%} of it or more in {wide} of "
+                f"{len(noise)} (range {min(noise):.0%}-{max(noise):.0%})"
+            )
+        if len(errs) < len(mine):
+            parts.append(f"{len(mine) - len(errs)} with a real mean of 0 or none (no relative error)")
+        lines.append(f"  why, {scoring.LABELS[key]}: " + "; ".join(parts))
+    return "\n".join(lines)
+
+
 def fit_and_check(
     runs: Sequence[boundary.Scored], app: apps.App, tuning: answer.Tuning, seeds: int, work_dir: Path
 ) -> tuple[Fit | None, str]:
@@ -203,5 +236,9 @@ def fit_and_check(
         return found, "\n".join(lines)
     fitted = attrs.evolve(tuning, accept_cpu_ms=found.accept_cpu_ms)
     simulated = replay(held, app, fitted, found.delays, seeds, work_dir / "check")
-    lines.append(check_text(errors(held, simulated)))
+    checked = errors(held, simulated)
+    lines.append(check_text(checked))
+    why = why_text(held, checked)
+    if why:
+        lines.append(why)
     return found, "\n".join(lines)
