@@ -44,7 +44,10 @@ cannot() {
 
 codename() { . /etc/os-release && echo "${VERSION_CODENAME:-bookworm}"; }
 
-packages=(mmdebstrap qemu-user-static binfmt-support)
+# arch-test is only a Recommends of mmdebstrap, which an install without recommends leaves out, yet
+# mmdebstrap refuses a foreign architecture without it ("install arch-test for foreign architecture
+# support"): a fresh machine's first run failed so.
+packages=(mmdebstrap arch-test qemu-user-static binfmt-support)
 
 install_packages() {
     local missing=() package
