@@ -336,18 +336,22 @@ def _steps(run: Run, points: Sequence[tuple[float, float]]) -> tuple[tuple[float
     return tuple(run.seconds(t) for t, _ in points), tuple(v for _, v in points)
 
 
-def _polls(rows: Iterable[Mapping[str, Any]]) -> Iterator[tuple[int, list[Mapping[str, Any]]]]:
+def polls(rows: Iterable[Mapping[str, Any]]) -> Iterator[tuple[int, list[Mapping[str, Any]]]]:
+    """The rows grouped by poll (their unix_ms), in time order."""
     by_poll: dict[int, list[Mapping[str, Any]]] = defaultdict(list)
     for row in rows:
         by_poll[int(row["unix_ms"])].append(row)
     yield from sorted(by_poll.items())
 
 
-def _per_container(rows: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
-    """One row per container (the first of its processes): cgroup values are the container's."""
+def per_container(rows: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+    """One row per container (the first of its processes): cgroup values are the container's. A
+    host process's row (no container id) is no container's."""
     first: dict[str, Mapping[str, Any]] = {}
     for row in rows:
-        first.setdefault(str(row["process"].get("container_id")), row)
+        cid = row["process"].get("container_id")
+        if cid is not None:
+            first.setdefault(str(cid), row)
     return first
 
 
@@ -390,8 +394,8 @@ def offered_unit(name: str) -> str:
 
 def dataset_series(run: Run) -> list[Series]:
     """croft's view of the run's containers, one value per poll (module docstring: how)."""
-    polls = list(_polls(run.rows))
-    if not polls:
+    taken = list(polls(run.rows))
+    if not taken:
         return []
     columns: dict[tuple[str, str, str], dict[int, float]] = defaultdict(dict)
 
@@ -399,14 +403,14 @@ def dataset_series(run: Run) -> list[Series]:
         column = columns[(group, name, unit)]
         column[at] = column.get(at, 0.0) + value
 
-    for at, rows in polls:
+    for at, rows in taken:
         for row in rows:
             for call in row.get("syscalls", ()):
                 put("syscalls", call["name"], "calls/s", at, float(call["rate_per_sec"]))
             for field, unit in PROCESS_FIELDS.items():
                 if field in row["usage"]:  # a figure croft could not read is left out of the row
                     put("process", f"process {field}", unit, at, float(row["usage"][field]))
-        containers = _per_container(rows)
+        containers = per_container(rows)
         for row in containers.values():
             for field in CGROUP_SUMMED:
                 if field in row["cgroup_usage"]:
@@ -433,7 +437,7 @@ def dataset_series(run: Run) -> list[Series]:
         if group == "offered":
             points = sorted(column.items())
         else:
-            points = [(at, column.get(at, 0.0)) for at, _ in polls]
+            points = [(at, column.get(at, 0.0)) for at, _ in taken]
         out.append(_series(run, name if group != "syscalls" else f"{name}()", group, unit, points))
     return out
 

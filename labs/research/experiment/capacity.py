@@ -17,7 +17,6 @@ Their product against the calibration is the share of the modelled capacity the 
 from __future__ import annotations
 
 import itertools
-import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -65,15 +64,13 @@ class Capacity:
         )
 
 
-def _per_poll(rows: Iterable[Mapping[str, Any]]) -> dict[str, list[tuple[int, Mapping[str, Any]]]]:
+def _per_container(rows: Iterable[Mapping[str, Any]]) -> dict[str, list[tuple[int, Mapping[str, Any]]]]:
     """Each container's cgroup figures, one a poll (a container's processes share them), in time order."""
-    found: dict[str, dict[int, Mapping[str, Any]]] = {}
-    for row in rows:
-        cid = row["process"].get("container_id")
-        if cid is None:
-            continue
-        found.setdefault(str(cid), {}).setdefault(int(row["unix_ms"]), row.get("cgroup_usage") or {})
-    return {cid: sorted(polls.items()) for cid, polls in found.items()}
+    found: dict[str, list[tuple[int, Mapping[str, Any]]]] = {}
+    for unix_ms, poll in burst_series.polls(rows):
+        for cid, row in burst_series.per_container(poll).items():
+            found.setdefault(cid, []).append((unix_ms, row.get("cgroup_usage") or {}))
+    return found
 
 
 def saturated_polls(run: burst_series.Run) -> list[float]:
@@ -82,7 +79,7 @@ def saturated_polls(run: burst_series.Run) -> list[float]:
         return []
     end_ms = run.onset_ms + run.burst_s[1] * 1000
     out = []
-    for polls in _per_poll(run.rows).values():
+    for polls in _per_container(run.rows).values():
         for unix_ms, cgroup in polls:
             cores, throttled = cgroup.get("cpu_cores"), cgroup.get("cpu_throttled_fraction")
             if cores is None or throttled is None or not run.onset_ms <= unix_ms <= end_ms:
@@ -100,7 +97,7 @@ def ms_per_request(run: burst_series.Run) -> float | None:
     start_ms, end_ms = run.onset_ms, run.onset_ms + run.burst_s[1] * 1000
     cpu_s = 0.0
     measured = False
-    for polls in _per_poll(run.rows).values():
+    for polls in _per_container(run.rows).values():
         for (before_ms, _), (unix_ms, cgroup) in itertools.pairwise(polls):
             cores = cgroup.get("cpu_cores")
             if cores is None or not start_ms < unix_ms <= end_ms:
@@ -113,15 +110,8 @@ def ms_per_request(run: burst_series.Run) -> float | None:
     return cpu_s * 1000 / reached
 
 
-def summary(values: Sequence[float]) -> scoring.Summary:
-    if not values:
-        return scoring.Summary(None, None, 0, 0)
-    sd = statistics.stdev(values) if len(values) > 1 else 0.0
-    return scoring.Summary(statistics.fmean(values), sd, len(values), 0)
-
-
 def measure(runs: Sequence[burst_series.Run], limit_cores: float, calibrated_ms: float) -> Capacity:
     """The capacity the real pods of `runs` had (their rows joined by container id)."""
     saturated = [cores for run in runs for cores in saturated_polls(run)]
     costs = [cost for cost in map(ms_per_request, runs) if cost is not None]
-    return Capacity(limit_cores, calibrated_ms, summary(saturated), summary(costs))
+    return Capacity(limit_cores, calibrated_ms, scoring.summary_of(saturated), scoring.summary_of(costs))

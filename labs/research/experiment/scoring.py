@@ -203,7 +203,11 @@ class Summary:
 
 
 def summarize(scores: Sequence[Score], key: str) -> Summary:
-    values = [getattr(s, key) for s in scores]
+    return summary_of([getattr(s, key) for s in scores])
+
+
+def summary_of(values: Sequence[float | None]) -> Summary:
+    """mean and sd of the values present; `never` counts the missing ones."""
     present = [float(v) for v in values if v is not None]
     never = len(values) - len(present)
     if not present:
